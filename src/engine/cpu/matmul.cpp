@@ -1,0 +1,278 @@
+// CPU matmul on a GEMM library: c = alpha * a @ op(b) (+ bias) + beta * c.
+//   oneDNN (PARLEY_GEMM_ONEDNN): f32, and bf16 where the CPU has bf16 kernels (AVX-512 /
+//     AMX); one primitive per problem, cached. Anything it has no kernel for (f16, bf16 on
+//     an AVX2-only CPU) is converted to f32 first.
+//   OpenBLAS (PARLEY_GEMM_OPENBLAS): cblas_sgemm; 16-bit inputs are converted to f32 first.
+// A 3-D a with a 2-D b folds the batch into M. bias and beta: either the GEMM library adds
+// the bias itself (alpha = 1, beta = 0, the common Linear case), or c is first set to
+// beta * c + bias and the GEMM accumulates into it (oneDNN scales its own bias by alpha).
+#include "engine/ops/matmul.h"
+
+#include <climits>
+
+#include "engine/cpu/cpu_common.h"
+#include "engine/ops/elementwise.h"
+
+#if defined(PARLEY_GEMM_ONEDNN)
+#include <bit>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#elif defined(PARLEY_GEMM_OPENBLAS)
+#include <cblas.h>
+#else
+#error "one of PARLEY_GEMM_ONEDNN or PARLEY_GEMM_OPENBLAS must be defined"
+#endif
+
+namespace parley::cpu {
+
+namespace {
+
+// The problem after folding: `batch` independent (m x k) @ (k x n) products when b is 3-D
+// (batch = 0 when b is 2-D and a's batch, if any, is folded into m).
+struct Gemm {
+  int64_t batch, m, n, k;
+  bool trans_b;
+};
+
+Gemm describe(const Tensor& a, const Tensor& b, const MatmulOptions& opt) {
+  const int64_t k = a.dim(-1);
+  const int64_t n = opt.trans_b ? b.dim(-2) : b.dim(-1);
+  if (b.ndim() == 3) return {a.dim(0), a.dim(1), n, k, opt.trans_b};
+  return {0, a.numel() / std::max<int64_t>(k, 1), n, k, opt.trans_b};
+}
+
+// c [rows, n] = (beta ? beta * c : 0) + bias (bias may be null), in c's dtype.
+void prefill(Tensor& c, const Tensor* bias, float beta) {
+  const int64_t n = c.dim(-1);
+  dispatch_float(c.dtype(), "matmul", [&](auto ctag) {
+    using C = decltype(ctag);
+    C* pc = c.data<C>();
+    auto run = [&](auto bias_at) {
+      cpu_threads().parallel_for(c.numel() / n, row_grain(n), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          C* row = pc + r * n;
+          for (int64_t j = 0; j < n; ++j) {
+            const float old = beta != 0.0f ? beta * to_f32(row[j]) : 0.0f;
+            row[j] = from_f32<C>(old + bias_at(j));
+          }
+        }
+      });
+    };
+    if (!bias) {
+      run([](int64_t) { return 0.0f; });
+    } else {
+      dispatch_float(bias->dtype(), "matmul", [&](auto btag) {
+        const auto* pb = bias->data<decltype(btag)>();
+        run([pb](int64_t j) { return to_f32(pb[j]); });
+      });
+    }
+  });
+}
+
+#if defined(PARLEY_GEMM_ONEDNN)
+
+namespace dn = dnnl;
+
+dn::engine& dnnl_engine() {
+  static dn::engine engine(dn::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A stream per calling thread: streams are not documented as safe to share across
+// threads, and a CPU stream is a cheap handle on the one engine.
+dn::stream& dnnl_stream() {
+  thread_local dn::stream stream(dnnl_engine());
+  return stream;
+}
+
+struct PrimitiveKey {
+  int64_t batch, m, n, k;
+  bool trans_b;
+  DType ab, c;
+  bool native_bias;
+  DType bias;  // meaningful with native_bias only
+  uint32_t alpha_bits;
+  bool accumulate;  // sum post-op: c += alpha * a @ op(b)
+  auto operator<=>(const PrimitiveKey&) const = default;
+};
+
+// An empty primitive means oneDNN has no kernel for this problem on this CPU.
+struct Primitive {
+  std::optional<dn::matmul::primitive_desc> pd;
+  std::optional<dn::matmul> prim;
+};
+
+// Decoder steps and prefill lengths change m; past this many shapes the cache restarts
+// rather than growing without bound.
+constexpr size_t kMaxCachedPrimitives = 4096;
+
+dn::memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::f32: return dn::memory::data_type::f32;
+    case DType::bf16: return dn::memory::data_type::bf16;
+    case DType::f16: return dn::memory::data_type::f16;
+    default: return dn::memory::data_type::undef;
+  }
+}
+
+Primitive create(const PrimitiveKey& key) {
+  using tag = dn::memory::format_tag;
+  const bool b3 = key.batch > 0;
+  const dn::memory::dims src =
+      b3 ? dn::memory::dims{key.batch, key.m, key.k} : dn::memory::dims{key.m, key.k};
+  const dn::memory::dims wei =
+      b3 ? dn::memory::dims{key.batch, key.k, key.n} : dn::memory::dims{key.k, key.n};
+  const dn::memory::dims dst =
+      b3 ? dn::memory::dims{key.batch, key.m, key.n} : dn::memory::dims{key.m, key.n};
+  const dn::memory::dims bias = b3 ? dn::memory::dims{1, 1, key.n} : dn::memory::dims{1, key.n};
+  const tag plain = b3 ? tag::abc : tag::ab;
+  // b with trans_b is [.., N, K] in memory: logical [.., K, N] with K the faster dim.
+  const tag wei_tag = key.trans_b ? (b3 ? tag::acb : tag::ba) : plain;
+  const dn::memory::desc src_md(src, dnnl_type(key.ab), plain);
+  const dn::memory::desc wei_md(wei, dnnl_type(key.ab), wei_tag);
+  const dn::memory::desc dst_md(dst, dnnl_type(key.c), plain);
+  dn::primitive_attr attr;
+  const float alpha = std::bit_cast<float>(key.alpha_bits);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (key.accumulate) {
+    dn::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  Primitive p;
+  try {
+    const dn::matmul::desc desc =
+        key.native_bias
+            ? dn::matmul::desc(src_md, wei_md, dn::memory::desc(bias, dnnl_type(key.bias), plain),
+                               dst_md)
+            : dn::matmul::desc(src_md, wei_md, dst_md);
+    p.pd.emplace(desc, attr, dnnl_engine());
+    p.prim.emplace(*p.pd);
+  } catch (const dn::error& e) {
+    if (e.status != dnnl_unimplemented)
+      throw Error(ErrorKind::internal, std::string("[matmul] oneDNN: ") + e.what());
+    p = Primitive{};
+  }
+  return p;
+}
+
+Primitive lookup(const PrimitiveKey& key) {
+  static std::mutex mu;
+  static std::map<PrimitiveKey, Primitive> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
+  return cache.emplace(key, create(key)).first->second;
+}
+
+// Runs the GEMM with oneDNN if it has a kernel for these dtypes; false if not.
+bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
+                 const MatmulOptions& opt) {
+  if (a.dtype() == DType::f16) return false;  // oneDNN has f16 kernels on AVX512-FP16 only
+  const bool native_bias = opt.bias && opt.alpha == 1.0f && opt.beta == 0.0f;
+  const bool accumulate = !native_bias && (opt.bias || opt.beta != 0.0f);
+  const PrimitiveKey key{.batch = g.batch,
+                         .m = g.m,
+                         .n = g.n,
+                         .k = g.k,
+                         .trans_b = g.trans_b,
+                         .ab = a.dtype(),
+                         .c = c.dtype(),
+                         .native_bias = native_bias,
+                         .bias = native_bias ? opt.bias->dtype() : DType::f32,
+                         .alpha_bits = std::bit_cast<uint32_t>(opt.alpha),
+                         .accumulate = accumulate};
+  const Primitive p = lookup(key);
+  if (!p.prim) return false;
+  if (accumulate) prefill(c, opt.bias, opt.beta);
+  dn::engine& eng = dnnl_engine();
+  // oneDNN takes non-const handles; it only reads src, weights and bias.
+  dn::memory src(p.pd->src_desc(), eng, const_cast<void*>(a.raw()));
+  dn::memory wei(p.pd->weights_desc(), eng, const_cast<void*>(b.raw()));
+  dn::memory dst(p.pd->dst_desc(), eng, c.raw());
+  std::unordered_map<int, dn::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+  if (native_bias)
+    args.emplace(DNNL_ARG_BIAS,
+                 dn::memory(p.pd->bias_desc(), eng, const_cast<void*>(opt.bias->raw())));
+  try {
+    dn::stream& stream = dnnl_stream();
+    p.prim->execute(stream, args);
+    stream.wait();
+  } catch (const dn::error& e) {
+    throw Error(ErrorKind::internal, std::string("[matmul] oneDNN: ") + e.what());
+  }
+  return true;
+}
+
+#else  // PARLEY_GEMM_OPENBLAS
+
+bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
+                 const MatmulOptions& opt) {
+  if (a.dtype() != DType::f32 || c.dtype() != DType::f32 ||
+      (opt.bias && opt.bias->dtype() != DType::f32))
+    return false;
+  check(g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX, ErrorKind::unsupported,
+        "[matmul] dimensions beyond OpenBLAS's int range");
+  const bool accumulate = opt.bias || opt.beta != 0.0f;
+  if (accumulate) prefill(c, opt.bias, opt.beta);
+  const int m = int(g.m), n = int(g.n), k = int(g.k);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* pc = c.data<float>();
+  for (int64_t i = 0; i < std::max<int64_t>(g.batch, 1); ++i)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                opt.alpha, pa + i * g.m * g.k, k, pb + i * g.k * g.n, g.trans_b ? k : n,
+                accumulate ? 1.0f : 0.0f, pc + i * g.m * g.n, n);
+  return true;
+}
+
+#endif
+
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  Tensor f = Tensor::empty(t.shape(), DType::f32);
+  cpu::convert(t, f);
+  return f;
+}
+
+}  // namespace
+
+const char* gemm_provider() {
+#if defined(PARLEY_GEMM_ONEDNN)
+  return "onednn";
+#else
+  return "openblas";
+#endif
+}
+
+void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+  const Gemm g = describe(a, b, opt);
+  if (c.numel() == 0) return;
+  if (g.k == 0) {  // an empty product: only bias and beta * c remain
+    prefill(c, opt.bias, opt.beta);
+    return;
+  }
+  if (gemm_native(g, a, b, c, opt)) return;
+  // No kernel for these dtypes: run in f32 and convert c back.
+  const Tensor af = as_f32(a), bf = as_f32(b);
+  Tensor cf = c.dtype() == DType::f32 ? c
+              : opt.beta != 0.0f      ? as_f32(c)
+                                      : Tensor::empty(c.shape(), DType::f32);
+  Tensor bias_f;
+  MatmulOptions o = opt;
+  if (opt.bias) {
+    bias_f = as_f32(*opt.bias);
+    o.bias = &bias_f;
+  }
+  check(gemm_native(g, af, bf, cf, o), ErrorKind::internal,
+        std::string("[matmul] ") + gemm_provider() + " has no f32 GEMM for this problem");
+  if (c.dtype() != DType::f32) cpu::convert(cf, c);
+}
+
+}  // namespace parley::cpu

@@ -1,0 +1,334 @@
+// Op harness, GEMM-shaped ops: matmul, conv1d and attention on every built device and
+// float dtype, against plain double-precision loops written here.
+#include <cmath>
+#include <vector>
+
+#include "engine/ops/attention.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/matmul.h"
+#include "op_test_util.h"
+
+namespace parley::test {
+namespace {
+
+// ---------------------------------------------------------------------------- matmul
+
+struct MatmulCase {
+  int64_t batch = 0;  // 0: 2-D a
+  bool batched_b = false;
+  int64_t m, n, k;
+  bool trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  bool bias = false;
+  bool c_f32 = false;  // c in f32 whatever the input dtype
+  bool bias_f32 = false;
+};
+
+std::string describe(const MatmulCase& c) {
+  return "batch " + std::to_string(c.batch) + (c.batched_b ? " (3-D b)" : "") + " m " +
+         std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
+         (c.trans_b ? " trans_b" : "") + " alpha " + std::to_string(c.alpha) + " beta " +
+         std::to_string(c.beta) + (c.bias ? (c.bias_f32 ? " bias f32" : " bias") : "") +
+         (c.c_f32 ? " c f32" : "");
+}
+
+// c0: c's values before the call (read when beta != 0).
+std::vector<double> ref_matmul(const MatmulCase& c, const std::vector<float>& a,
+                               const std::vector<float>& b, const std::vector<float>& bias,
+                               const std::vector<float>& c0) {
+  const int64_t batches = std::max<int64_t>(c.batch, 1);
+  std::vector<double> out(size_t(batches * c.m * c.n));
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const int64_t b_off = c.batched_b ? bi * c.k * c.n : 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = 0.0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double bv =
+              c.trans_b ? b[size_t(b_off + j * c.k + p)] : b[size_t(b_off + p * c.n + j)];
+          s += double(a[size_t((bi * c.m + i) * c.k + p)]) * bv;
+        }
+        const size_t o = size_t((bi * c.m + i) * c.n + j);
+        double r = double(c.alpha) * s;
+        if (c.bias) r += bias[size_t(j)];
+        if (c.beta != 0.0f) r += double(c.beta) * c0[o];
+        out[o] = r;
+      }
+    }
+  }
+  return out;
+}
+
+class Matmul : public OpTest {
+ protected:
+  void run(const MatmulCase& mc) {
+    SCOPED_TRACE(describe(mc));
+    const Shape a_shape = mc.batch ? Shape{mc.batch, mc.m, mc.k} : Shape{mc.m, mc.k};
+    Shape b_shape = mc.trans_b ? Shape{mc.n, mc.k} : Shape{mc.k, mc.n};
+    if (mc.batched_b)
+      b_shape = mc.trans_b ? Shape{mc.batch, mc.n, mc.k} : Shape{mc.batch, mc.k, mc.n};
+    const Shape c_shape = mc.batch ? Shape{mc.batch, mc.m, mc.n} : Shape{mc.m, mc.n};
+    const DType c_dt = mc.c_f32 ? DType::f32 : dtype();
+    const HostTensor a = random(a_shape), b = random(b_shape);
+    const HostTensor bias = random({mc.n}, mc.bias_f32 ? DType::f32 : dtype());
+    const HostTensor c0 = random(c_shape, c_dt);
+    Tensor da = dev(a.t), db = dev(b.t), dbias = dev(bias.t);
+    Tensor c = mc.beta != 0.0f ? dev(c0.t) : out(c_shape, c_dt);
+    MatmulOptions opt;
+    opt.trans_b = mc.trans_b;
+    opt.alpha = mc.alpha;
+    opt.beta = mc.beta;
+    opt.bias = mc.bias ? &dbias : nullptr;
+    matmul(da, db, c, opt);
+    // A 16-bit product written to an f32 c is held to the f32 tolerance: nothing may round
+    // it to 16 bits on the way.
+    Tolerance tol = sum_tolerance(c_dt, mc.k);
+    tol.abs *= std::max(1.0f, std::abs(mc.alpha));
+    expect_close(read_floats(c), ref_matmul(mc, a.v, b.v, bias.v, c0.v), tol, "matmul");
+  }
+};
+
+TEST_P(Matmul, Plain2D) {
+  run({.m = 4, .n = 5, .k = 3});
+  run({.m = 37, .n = 53, .k = 29});
+  run({.m = 64, .n = 96, .k = 200});
+}
+
+TEST_P(Matmul, TransB) {
+  run({.m = 37, .n = 53, .k = 29, .trans_b = true});
+  run({.m = 1, .n = 384, .k = 64, .trans_b = true});  // one decode row
+}
+
+TEST_P(Matmul, Bias) {
+  run({.m = 37, .n = 53, .k = 29, .trans_b = true, .bias = true});
+  run({.m = 37, .n = 53, .k = 29, .bias = true, .bias_f32 = true});
+  run({.m = 3, .n = 1536, .k = 384, .trans_b = true, .bias = true});
+}
+
+TEST_P(Matmul, AlphaBeta) {
+  run({.m = 37, .n = 53, .k = 29, .alpha = 0.5f});
+  run({.m = 37, .n = 53, .k = 29, .trans_b = true, .beta = 0.75f});
+  run({.m = 37, .n = 53, .k = 29, .trans_b = true, .alpha = -1.5f, .beta = 0.75f, .bias = true});
+  run({.m = 37, .n = 53, .k = 29, .alpha = 0.5f, .beta = 1.0f, .bias = true, .bias_f32 = true});
+}
+
+TEST_P(Matmul, F32Output) {
+  run({.m = 37, .n = 53, .k = 29, .trans_b = true, .bias = true, .c_f32 = true, .bias_f32 = true});
+  run({.m = 37, .n = 53, .k = 29, .alpha = 2.0f, .beta = 0.5f, .bias = true, .c_f32 = true});
+}
+
+TEST_P(Matmul, KEqualsOne) {
+  run({.m = 7, .n = 9, .k = 1});
+  run({.m = 7, .n = 9, .k = 1, .trans_b = true, .beta = 0.5f, .bias = true});
+}
+
+TEST_P(Matmul, Batched3DWithShared2DB) {
+  run({.batch = 3, .m = 7, .n = 9, .k = 16});
+  run({.batch = 3, .m = 7, .n = 9, .k = 16, .trans_b = true, .bias = true});
+  run({.batch = 2,
+       .m = 5,
+       .n = 11,
+       .k = 13,
+       .trans_b = true,
+       .alpha = 0.5f,
+       .beta = 0.5f,
+       .bias = true,
+       .bias_f32 = true});
+}
+
+TEST_P(Matmul, Batched3DWith3DB) {
+  run({.batch = 3, .batched_b = true, .m = 7, .n = 9, .k = 16});
+  run({.batch = 3, .batched_b = true, .m = 7, .n = 9, .k = 16, .trans_b = true});
+  run({.batch = 4,
+       .batched_b = true,
+       .m = 5,
+       .n = 11,
+       .k = 13,
+       .trans_b = true,
+       .alpha = 0.125f,
+       .beta = 0.5f,
+       .bias = true});
+  run({.batch = 2,
+       .batched_b = true,
+       .m = 37,
+       .n = 29,
+       .k = 53,
+       .bias = true,
+       .c_f32 = true,
+       .bias_f32 = true});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Matmul, ::testing::ValuesIn(op_params()), op_param_name);
+
+// ---------------------------------------------------------------------------- conv1d
+
+struct ConvCase {
+  int64_t batch, c_in, len, c_out, kernel;
+  int stride, padding;
+  bool bias;
+  bool bias_f32 = true;  // else the input dtype
+};
+
+class Conv1d : public OpTest {
+ protected:
+  void run(const ConvCase& cc) {
+    SCOPED_TRACE("conv1d x [" + std::to_string(cc.batch) + ", " + std::to_string(cc.c_in) + ", " +
+                 std::to_string(cc.len) + "] w [" + std::to_string(cc.c_out) + ", " +
+                 std::to_string(cc.c_in) + ", " + std::to_string(cc.kernel) + "] stride " +
+                 std::to_string(cc.stride) + " padding " + std::to_string(cc.padding) +
+                 (cc.bias ? (cc.bias_f32 ? " bias f32" : " bias") : ""));
+    Conv1dOptions opt;
+    opt.stride = cc.stride;
+    opt.padding = cc.padding;
+    const int64_t l_out = conv1d_out_length(cc.len, cc.kernel, opt);
+    ASSERT_EQ(l_out, (cc.len + 2 * cc.padding - cc.kernel) / cc.stride + 1);
+    const HostTensor x = random({cc.batch, cc.c_in, cc.len});
+    const HostTensor w = random({cc.c_out, cc.c_in, cc.kernel});
+    const HostTensor bias = random({cc.c_out}, cc.bias_f32 ? DType::f32 : dtype());
+    const Tensor dx = dev(x.t), dw = dev(w.t), dbias = dev(bias.t);
+    opt.bias = cc.bias ? &dbias : nullptr;
+    Tensor o = out({cc.batch, cc.c_out, l_out});
+    conv1d(dx, dw, o, opt);
+
+    std::vector<double> want(size_t(cc.batch * cc.c_out * l_out));
+    for (int64_t b = 0; b < cc.batch; ++b)
+      for (int64_t oc = 0; oc < cc.c_out; ++oc)
+        for (int64_t t = 0; t < l_out; ++t) {
+          double s = cc.bias ? bias.v[size_t(oc)] : 0.0;
+          for (int64_t ic = 0; ic < cc.c_in; ++ic)
+            for (int64_t kk = 0; kk < cc.kernel; ++kk) {
+              const int64_t pos = t * cc.stride + kk - cc.padding;
+              if (pos < 0 || pos >= cc.len) continue;
+              s += double(x.v[size_t((b * cc.c_in + ic) * cc.len + pos)]) *
+                   w.v[size_t((oc * cc.c_in + ic) * cc.kernel + kk)];
+            }
+          want[size_t((b * cc.c_out + oc) * l_out + t)] = s;
+        }
+    expect_close(read_floats(o), want, sum_tolerance(dtype(), cc.c_in * cc.kernel), "conv1d");
+  }
+};
+
+TEST_P(Conv1d, Stride1Padding1) {
+  run({1, 80, 300, 16, 3, 1, 1, true});  // the Whisper encoder's first conv, shortened
+  run({2, 5, 37, 7, 3, 1, 1, false});
+}
+
+TEST_P(Conv1d, Stride2) {
+  run({1, 16, 301, 16, 3, 2, 1, true});      // the second conv, shortened
+  run({2, 5, 37, 7, 3, 2, 0, true, false});  // bias in the input dtype
+  run({2, 3, 9, 4, 5, 3, 2, false});
+}
+
+TEST_P(Conv1d, NoPadding) {
+  run({2, 5, 37, 7, 3, 1, 0, true});
+  run({1, 4, 10, 3, 1, 1, 0, true});  // 1x1 kernel: no im2col
+  run({1, 2, 3, 2, 3, 1, 0, false});  // output length 1
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Conv1d, ::testing::ValuesIn(op_params()), op_param_name);
+
+// ---------------------------------------------------------------------------- attention
+
+struct AttentionCase {
+  int64_t batch, heads, lq, lk, d, dv;
+  bool causal, mask;
+  float scale;  // 0: 1/sqrt(d)
+};
+
+class Attention : public OpTest {
+ protected:
+  void run(const AttentionCase& ac) {
+    SCOPED_TRACE("attention B " + std::to_string(ac.batch) + " H " + std::to_string(ac.heads) +
+                 " Lq " + std::to_string(ac.lq) + " Lk " + std::to_string(ac.lk) + " D " +
+                 std::to_string(ac.d) + " Dv " + std::to_string(ac.dv) +
+                 (ac.causal ? " causal" : "") + (ac.mask ? " key_mask" : "") + " scale " +
+                 std::to_string(ac.scale));
+    const HostTensor q = random({ac.batch, ac.heads, ac.lq, ac.d}, -2.0f, 2.0f);
+    const HostTensor k = random({ac.batch, ac.heads, ac.lk, ac.d}, -2.0f, 2.0f);
+    const HostTensor v = random({ac.batch, ac.heads, ac.lk, ac.dv});
+    // About a quarter of keys padded; the last batch item fully padded when B > 1.
+    Tensor mask_host = Tensor::empty({ac.batch, ac.lk}, DType::i8);
+    int8_t* m = mask_host.data<int8_t>();
+    for (int64_t b = 0; b < ac.batch; ++b)
+      for (int64_t j = 0; j < ac.lk; ++j)
+        m[b * ac.lk + j] = (ac.batch > 1 && b == ac.batch - 1) ? 0 : int8_t(uniform_int(0, 3) != 0);
+    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dmask = dev(mask_host);
+    AttentionOptions opt;
+    opt.scale = ac.scale;
+    opt.causal = ac.causal;
+    opt.key_mask = ac.mask ? &dmask : nullptr;
+    Tensor o = out({ac.batch, ac.heads, ac.lq, ac.dv});
+    attention(dq, dk, dv, o, opt);
+
+    const double scale = ac.scale != 0.0f ? ac.scale : 1.0 / std::sqrt(double(ac.d));
+    std::vector<double> want(size_t(o.numel()), 0.0);
+    std::vector<double> s(static_cast<size_t>(ac.lk));
+    for (int64_t b = 0; b < ac.batch; ++b)
+      for (int64_t h = 0; h < ac.heads; ++h)
+        for (int64_t i = 0; i < ac.lq; ++i) {
+          const int64_t bh = b * ac.heads + h;
+          double mx = -INFINITY;
+          std::vector<bool> seen(static_cast<size_t>(ac.lk));
+          for (int64_t j = 0; j < ac.lk; ++j) {
+            seen[size_t(j)] =
+                (!ac.causal || j <= i + ac.lk - ac.lq) && (!ac.mask || m[b * ac.lk + j]);
+            if (!seen[size_t(j)]) continue;
+            double dot = 0.0;
+            for (int64_t c = 0; c < ac.d; ++c)
+              dot += double(q.v[size_t((bh * ac.lq + i) * ac.d + c)]) *
+                     k.v[size_t((bh * ac.lk + j) * ac.d + c)];
+            s[size_t(j)] = dot * scale;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          if (mx == -INFINITY) continue;  // nothing visible: zeros
+          double sum = 0.0;
+          for (int64_t j = 0; j < ac.lk; ++j)
+            if (seen[size_t(j)]) sum += std::exp(s[size_t(j)] - mx);
+          for (int64_t j = 0; j < ac.lk; ++j) {
+            if (!seen[size_t(j)]) continue;
+            const double p = std::exp(s[size_t(j)] - mx) / sum;
+            for (int64_t c = 0; c < ac.dv; ++c)
+              want[size_t((bh * ac.lq + i) * ac.dv + c)] +=
+                  p * v.v[size_t((bh * ac.lk + j) * ac.dv + c)];
+          }
+        }
+    expect_close(read_floats(o), want, tol(), "attention");
+  }
+};
+
+TEST_P(Attention, Full) {
+  run({2, 3, 5, 9, 16, 16, false, false, 0.0f});
+  run({1, 2, 33, 33, 64, 64, false, false, 0.0f});
+}
+
+TEST_P(Attention, CausalShorterQuery) {
+  run({2, 3, 5, 9, 16, 16, true, false, 0.0f});
+  run({1, 2, 7, 7, 8, 8, true, false, 0.0f});
+  run({1, 2, 6, 3, 8, 8, true, false, 0.0f});  // Lq > Lk: the first rows see nothing
+}
+
+TEST_P(Attention, KeyMask) {
+  run({3, 2, 5, 11, 16, 16, false, true, 0.0f});
+  run({3, 2, 5, 11, 16, 8, true, true, 0.0f});
+}
+
+TEST_P(Attention, Scale) { run({2, 2, 7, 7, 32, 24, false, true, 0.3f}); }
+
+// From 32 query rows on, the CPU runs attention as GEMMs around a softmax: the same
+// cases again on that path, and one long enough in Lk to split the queries into blocks.
+TEST_P(Attention, LongQueries) {
+  run({2, 2, 40, 57, 16, 24, true, true, 0.3f});
+  run({1, 2, 40, 20, 8, 8, true, false, 0.0f});  // Lq > Lk: the first rows see nothing
+  run({3, 1, 33, 33, 32, 32, false, true, 0.0f});
+  run({1, 1, 40, 30000, 4, 4, true, true, 0.0f});
+}
+
+TEST_P(Attention, DecodeStep) {
+  run({2, 4, 1, 17, 8, 12, true, false, 0.0f});
+  run({3, 2, 1, 40, 64, 64, true, true, 0.0f});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, Attention, ::testing::ValuesIn(op_params()), op_param_name);
+
+}  // namespace
+}  // namespace parley::test
