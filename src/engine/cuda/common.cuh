@@ -1,0 +1,205 @@
+// Internal to the CUDA backend (src/engine/cuda/): error checks, the process-wide stream,
+// cuBLAS handle and scratch buffer, launch sizing, block reductions, and the device-side
+// view of parley's 16-bit storage types.
+//
+// Execution model (for now): one device (the current one, normally 0) and one global
+// non-blocking stream that every kernel, cuBLAS call and copy goes to, so all work is
+// ordered on it and host threads need no further synchronization between ops. It is a
+// real stream rather than the legacy default stream so that CUDA graph capture of a
+// decoder step can be added later without touching the ops.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <library_types.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include "engine/dtype.h"
+#include "engine/error.h"
+#include "engine/tensor.h"
+
+namespace parley::cuda {
+
+// --- Errors ----------------------------------------------------------------------------
+
+// Throws parley::Error "[cuda] <what>: <cudaGetErrorString>" unless err is cudaSuccess.
+// Out-of-memory errors are resource_exhausted; everything else is internal.
+void check_cuda(cudaError_t err, const char* what);
+// The same for cuBLAS status codes.
+void check_cublas(cublasStatus_t status, const char* what);
+// Call right after a kernel launch: turns a bad launch configuration into an Error that
+// names the op. (Faults inside the kernel surface at the next synchronizing call.)
+inline void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
+
+// --- Process-wide state (created lazily, thread-safe, never destroyed: destroying CUDA
+// objects from static destructors races the runtime's own teardown) --------------------
+
+cudaStream_t stream();
+// A cuBLAS handle bound to stream(), with its own 32 MiB workspace (so that a later CUDA
+// graph capture does not make cuBLAS allocate).
+cublasHandle_t cublas();
+int sm_count();
+size_t shared_memory_optin();  // the most dynamic shared memory one block may opt in to
+
+// A grow-only device buffer for op temporaries (im2col columns). Holding a Scratch locks
+// the buffer; since all work runs on stream(), the next holder's kernels are ordered after
+// ours, so the lock only has to cover enqueueing. Do not hold two at once (self-deadlock).
+// Growing synchronizes the stream and reallocates: size it at model load to keep
+// cudaMalloc out of hot loops, and never grow it during graph capture.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes);
+  void* data() const { return ptr_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  void* ptr_ = nullptr;
+};
+
+// --- Types -----------------------------------------------------------------------------
+
+// parley's storage types have the CUDA types' bit layout; kernels use the CUDA types.
+template <typename T>
+struct DeviceType {
+  using type = T;
+};
+template <>
+struct DeviceType<f16_t> {
+  using type = __half;
+};
+template <>
+struct DeviceType<bf16_t> {
+  using type = __nv_bfloat16;
+};
+static_assert(sizeof(__half) == sizeof(f16_t) && sizeof(__nv_bfloat16) == sizeof(bf16_t));
+
+// dispatch_float with the CUDA element type: fn(float{}), fn(__half{}) or fn(__nv_bfloat16{}).
+template <typename Fn>
+decltype(auto) dispatch_device_float(DType t, std::string_view op, Fn&& fn) {
+  return dispatch_float(t, op, [&](auto tag) {
+    using T = typename DeviceType<decltype(tag)>::type;
+    return fn(T{});
+  });
+}
+
+cudaDataType_t cuda_data_type(DType t);
+
+__device__ __forceinline__ float dev_to_f32(float x) { return x; }
+__device__ __forceinline__ float dev_to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float dev_to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T dev_from_f32(float x);
+template <>
+__device__ __forceinline__ float dev_from_f32<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half dev_from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 dev_from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// A per-channel parameter (bias, gamma, beta) whose dtype (f32 or the input's) is known
+// only at run time; the branch is uniform across a launch. ptr == nullptr means absent.
+struct ParamRef {
+  const void* ptr = nullptr;
+  DType dtype = DType::f32;
+};
+inline ParamRef param_ref(const Tensor* t) {
+  return t ? ParamRef{t->raw(), t->dtype()} : ParamRef{};
+}
+__device__ __forceinline__ float load_param(ParamRef p, int64_t i) {
+  switch (p.dtype) {
+    case DType::f16: return __half2float(static_cast<const __half*>(p.ptr)[i]);
+    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p.ptr)[i]);
+    default: return static_cast<const float*>(p.ptr)[i];
+  }
+}
+
+// --- Launch sizing ---------------------------------------------------------------------
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements: enough to fill the GPU, no more.
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  const int64_t cap = int64_t(sm_count()) * 32;
+  return unsigned(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
+}
+
+// Threads for one block per row of length n: about 4 elements a thread, 32..1024.
+inline int threads_for_row(int64_t n) {
+  int64_t t = ((n + 3) / 4 + 31) / 32 * 32;
+  return int(t < 32 ? 32 : (t > 1024 ? 1024 : t));
+}
+
+// Checks that a one-block-per-row grid fits in gridDim.x.
+void check_rows(int64_t rows, const char* op);
+
+// --- Block reductions (every thread of the block calls them; blockDim.x % 32 == 0) ------
+
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+// Max that propagates NaN (fmaxf would drop it).
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return (a > b || a != a) ? a : b; }
+};
+
+template <typename Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Returns the reduction of v over the block to every thread.
+template <typename Op>
+__device__ float block_reduce(float v, Op op) {
+  __shared__ float partial[32];
+  v = warp_reduce(v, op);
+  __syncthreads();  // a previous call's readers are done with `partial`
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = partial[0];
+  const int warps = int(blockDim.x >> 5);
+  for (int w = 1; w < warps; ++w) r = op(r, partial[w]);
+  return r;
+}
+
+// --- GEMM (defined in matmul.cu, shared with conv1d) -----------------------------------
+
+// Row-major c[i] (M x N) = alpha * a[i] (M x K) @ op(b[i]) + beta * c[i] for i < batch,
+// where op(b) is b (K x N) or, with trans_b, b^T for b stored N x K. Strides are in
+// elements (0 shares one matrix across the batch). a and b have ab_type, c has c_type;
+// f32 accumulation (CUBLAS_COMPUTE_32F: no TF32 for f32 inputs, the parity path).
+struct GemmArgs {
+  const void* a;
+  const void* b;
+  void* c;
+  DType ab_type;
+  DType c_type;
+  int64_t m, n, k;
+  bool trans_b = false;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+void gemm(const GemmArgs& g, const char* op);
+
+// c[r, j] = beta * c[r, j] + bias[r % channels if per_row else j] for a rows x cols matrix
+// of c_type (beta == 0 ignores c's old contents, NaN included; bias may be absent).
+void scale_add_bias(void* c, DType c_type, int64_t rows, int64_t cols, float beta, ParamRef bias,
+                    bool per_row, int64_t channels, const char* op);
+
+}  // namespace parley::cuda

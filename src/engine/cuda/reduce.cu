@@ -1,0 +1,200 @@
+// argmax and topk on CUDA (ops/reduce.h): one block per row of x [N, V].
+// Both rank elements by one strict total order: NaN first (among NaNs, lower index
+// first), then larger value, then lower index. argmax is the first element in that order.
+// topk takes k rounds; round r finds the first element ranked after round r-1's pick.
+// A row longer than kSegment is split: stage 1 takes the top k of each segment (held in
+// shared memory, one block per segment), stage 2 the top k of those candidates (scratch).
+// Each round is a block reduction, so the cost grows with k; k is limited to kMaxTopK
+// for now (a larger k is an unsupported error).
+#include <climits>
+#include <string>
+
+#include "engine/cuda/common.cuh"
+#include "engine/ops/reduce.h"
+
+namespace parley::cuda {
+
+namespace {
+
+constexpr int kMaxTopK = 1024;
+constexpr int kReduceThreads = 512;
+constexpr int kSegmentThreads = 256;
+constexpr int32_t kSegment = 4096;  // elements per stage-1 block: 16 KiB of f32 in shared memory
+
+struct Cand {
+  float v;
+  int32_t i;  // -1: no candidate (ranks after everything)
+};
+
+__device__ __forceinline__ bool ranks_before(Cand a, Cand b) {
+  if (a.i < 0) return false;
+  if (b.i < 0) return true;
+  const bool na = isnan(a.v), nb = isnan(b.v);
+  if (na || nb) return na && (!nb || a.i < b.i);
+  return a.v > b.v || (a.v == b.v && a.i < b.i);
+}
+
+__device__ __forceinline__ Cand first_of(Cand a, Cand b) { return ranks_before(b, a) ? b : a; }
+
+// The first candidate of the block, returned to every thread.
+__device__ Cand block_first(Cand c) {
+  __shared__ float vs[32];
+  __shared__ int32_t is[32];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Cand o{__shfl_xor_sync(0xffffffffu, c.v, offset),
+                 __shfl_xor_sync(0xffffffffu, c.i, offset)};
+    c = first_of(c, o);
+  }
+  __syncthreads();  // an earlier round's readers are done with vs / is
+  if ((threadIdx.x & 31) == 0) {
+    vs[threadIdx.x >> 5] = c.v;
+    is[threadIdx.x >> 5] = c.i;
+  }
+  __syncthreads();
+  Cand r{vs[0], is[0]};
+  for (int w = 1; w < int(blockDim.x >> 5); ++w) r = first_of(r, Cand{vs[w], is[w]});
+  return r;
+}
+
+// The first of the n candidates load(j) ranked strictly after `prev` (prev.i < 0: no
+// bound); i = -1 when there is none.
+template <typename Load>
+__device__ Cand first_after(int32_t n, Cand prev, Load load) {
+  Cand best{0.0f, -1};
+  for (int32_t j = int32_t(threadIdx.x); j < n; j += int32_t(blockDim.x)) {
+    const Cand c = load(j);
+    if ((prev.i < 0 || ranks_before(prev, c)) && ranks_before(c, best)) best = c;
+  }
+  return block_first(best);
+}
+
+template <typename T>
+__global__ void argmax_kernel(const T* x, int32_t* out, int32_t v) {
+  const T* row = x + int64_t(blockIdx.x) * v;
+  auto load = [&](int32_t j) { return Cand{dev_to_f32(row[j]), j}; };
+  const Cand best = first_after(v, Cand{0.0f, -1}, load);
+  if (threadIdx.x == 0) out[blockIdx.x] = best.i;
+}
+
+// Writes the top k of the n candidates load(j) to emit(r, cand), r < k; once they run out
+// (n < k), the remaining slots get i = -1.
+template <typename Load, typename Emit>
+__device__ void select_top(int32_t n, int k, Load load, Emit emit) {
+  Cand prev{0.0f, -1};
+  for (int r = 0; r < k; ++r) {
+    if (r == 0 || prev.i >= 0) prev = first_after(n, prev, load);
+    if (threadIdx.x == 0) emit(r, prev);
+  }
+}
+
+// One block per row: values and indices [rows, k] straight from x [rows, v].
+template <typename T>
+__global__ void topk_row_kernel(const T* x, int32_t v, int k, T* values, int32_t* indices) {
+  const T* row = x + int64_t(blockIdx.x) * v;
+  const int64_t out = int64_t(blockIdx.x) * k;
+  auto load = [&](int32_t j) { return Cand{dev_to_f32(row[j]), j}; };
+  auto emit = [&](int r, Cand c) {
+    values[out + r] = row[c.i];
+    indices[out + r] = c.i;
+  };
+  select_top(v, k, load, emit);
+}
+
+// Stage 1, block (segment s, row): the top k of x[row, s * kSegment ...] as candidates
+// [rows, segments, k] (value as f32, index in the row).
+template <typename T>
+__global__ void topk_segment_kernel(const T* x, int32_t v, int k, float* cand_v, int32_t* cand_i) {
+  __shared__ float seg[kSegment];
+  const int32_t begin = int32_t(blockIdx.x) * kSegment;
+  const int32_t n = v - begin < kSegment ? v - begin : kSegment;
+  const T* src = x + int64_t(blockIdx.y) * v + begin;
+  for (int32_t j = int32_t(threadIdx.x); j < n; j += int32_t(blockDim.x))
+    seg[j] = dev_to_f32(src[j]);
+  __syncthreads();
+  const int64_t out = (int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * k;
+  auto load = [&](int32_t j) { return Cand{seg[j], begin + j}; };
+  auto emit = [&](int r, Cand c) {
+    cand_v[out + r] = c.v;
+    cand_i[out + r] = c.i;
+  };
+  select_top(n, k, load, emit);
+}
+
+// Stage 2, one block per row: the top k of the row's segments * k candidates.
+template <typename T>
+__global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, const float* cand_v,
+                                  const int32_t* cand_i, T* values, int32_t* indices) {
+  const T* row = x + int64_t(blockIdx.x) * v;
+  const float* cv = cand_v + int64_t(blockIdx.x) * n_cand;
+  const int32_t* ci = cand_i + int64_t(blockIdx.x) * n_cand;
+  const int64_t out = int64_t(blockIdx.x) * k;
+  auto load = [&](int32_t j) { return Cand{cv[j], ci[j]}; };
+  auto emit = [&](int r, Cand c) {
+    values[out + r] = row[c.i];
+    indices[out + r] = c.i;
+  };
+  select_top(n_cand, k, load, emit);
+}
+
+void check_row_length(int64_t v, const char* op) {
+  check(v <= int64_t(INT32_MAX), ErrorKind::unsupported,
+        std::string("[") + op + "] rows of " + std::to_string(v) +
+            " elements do not fit i32 indices");
+}
+
+}  // namespace
+
+void argmax(const Tensor& x, Tensor& out) {
+  const int64_t v = x.dim(-1);
+  const int64_t rows = v ? x.numel() / v : 0;
+  if (rows == 0) return;
+  check_rows(rows, "argmax");
+  check_row_length(v, "argmax");
+  dispatch_device_float(x.dtype(), "argmax", [&](auto tag) {
+    using T = decltype(tag);
+    argmax_kernel<T><<<unsigned(rows), kReduceThreads, 0, stream()>>>(
+        x.data<T>(), out.data<int32_t>(), int32_t(v));
+  });
+  check_launch("argmax");
+}
+
+void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
+  check(k <= kMaxTopK, ErrorKind::unsupported,
+        "[topk] k = " + std::to_string(k) + " exceeds the CUDA kernel's limit of " +
+            std::to_string(kMaxTopK));
+  const int64_t v = x.dim(-1);
+  const int64_t rows = v ? x.numel() / v : 0;
+  if (rows == 0 || k <= 0) return;
+  check_rows(rows, "topk");
+  check_row_length(v, "topk");
+  const int64_t segments = (v + kSegment - 1) / kSegment;
+  if (segments == 1) {
+    dispatch_device_float(x.dtype(), "topk", [&](auto tag) {
+      using T = decltype(tag);
+      topk_row_kernel<T><<<unsigned(rows), kReduceThreads, 0, stream()>>>(
+          x.data<T>(), int32_t(v), k, values.data<T>(), indices.data<int32_t>());
+    });
+    check_launch("topk");
+    return;
+  }
+  check(rows <= 65535, ErrorKind::unsupported,
+        "[topk] " + std::to_string(rows) + " rows of " + std::to_string(v) +
+            " exceed the segmented kernel's grid (65535 rows)");
+  const int64_t n_cand = segments * k;  // per row; <= 2^31 / 4096 * 256
+  Scratch scratch(size_t(rows * n_cand) * (sizeof(float) + sizeof(int32_t)));
+  float* cand_v = static_cast<float*>(scratch.data());
+  int32_t* cand_i = reinterpret_cast<int32_t*>(cand_v + rows * n_cand);
+  dispatch_device_float(x.dtype(), "topk", [&](auto tag) {
+    using T = decltype(tag);
+    const dim3 grid{unsigned(segments), unsigned(rows)};
+    topk_segment_kernel<T>
+        <<<grid, kSegmentThreads, 0, stream()>>>(x.data<T>(), int32_t(v), k, cand_v, cand_i);
+    check_launch("topk");
+    topk_merge_kernel<T><<<unsigned(rows), kReduceThreads, 0, stream()>>>(
+        x.data<T>(), int32_t(v), k, int32_t(n_cand), cand_v, cand_i, values.data<T>(),
+        indices.data<int32_t>());
+  });
+  check_launch("topk");
+}
+
+}  // namespace parley::cuda

@@ -1,0 +1,59 @@
+// The cuda:: entry points for a build without CUDA (PARLEY_CUDA=OFF): each one throws
+// "built without CUDA", so the engine core calls them without #ifdefs (MLX's no_gpu/).
+#include <string>
+
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
+#include "engine/ops/transpose.h"
+
+namespace parley {
+
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  throw Error(ErrorKind::unsupported, std::string("[") + op + "] parley was built without CUDA");
+}
+}  // namespace
+
+bool cuda_available() { return false; }
+
+namespace cuda {
+
+void* malloc_device(size_t) { no_cuda("cuda_malloc"); }
+void free_device(void*) { no_cuda("cuda_free"); }
+void memcpy_h2d(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
+void memcpy_d2h(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
+void memcpy_d2d(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
+void synchronize() { no_cuda("cuda_synchronize"); }
+std::string_view device_label() { return "none"; }
+
+void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionOptions&) {
+  no_cuda("attention");
+}
+void conv1d(const Tensor&, const Tensor&, Tensor&, const Conv1dOptions&) { no_cuda("conv1d"); }
+void binary(BinaryOp op, const Tensor&, const Tensor&, Tensor&) {
+  no_cuda(op == BinaryOp::add ? "add" : "mul");
+}
+void scale(const Tensor&, float, Tensor&) { no_cuda("scale"); }
+void unary(UnaryOp op, const Tensor&, Tensor&) { no_cuda(op == UnaryOp::gelu ? "gelu" : "silu"); }
+void convert(const Tensor&, Tensor&) { no_cuda("convert"); }
+void embedding(const Tensor&, const Tensor&, Tensor&) { no_cuda("embedding"); }
+void matmul(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) { no_cuda("matmul"); }
+void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
+  no_cuda("layer_norm");
+}
+void rms_norm(const Tensor&, const Tensor&, float, Tensor&) { no_cuda("rms_norm"); }
+void argmax(const Tensor&, Tensor&) { no_cuda("argmax"); }
+void topk(const Tensor&, int, Tensor&, Tensor&) { no_cuda("topk"); }
+void softmax(const Tensor&, Tensor&, bool log) { no_cuda(log ? "log_softmax" : "softmax"); }
+void permute(const Tensor&, const std::vector<int>&, Tensor&) { no_cuda("permute"); }
+
+}  // namespace cuda
+}  // namespace parley
