@@ -1,0 +1,12 @@
+// The parley subcommands. main.cpp builds the CLI11 app; each subcommand lives in its own
+// file and registers itself here: add_*_command(app) declares flags and the callback.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace parley::cli {
+
+void add_bench_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+
+}  // namespace parley::cli
