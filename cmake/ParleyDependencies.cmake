@@ -38,10 +38,23 @@ else()
   message(STATUS "parley: CUDA backend OFF (stubs throw 'built without CUDA')")
 endif()
 
+find_package(nlohmann_json CONFIG REQUIRED)
 if(PARLEY_CLI)
   find_package(CLI11 CONFIG REQUIRED)
-  find_package(nlohmann_json CONFIG REQUIRED)
 endif()
+
+# Audio: FFmpeg's libraries decode every container in-process; without them only WAV
+# is read (the GPU machine may lack the -dev packages). KissFFT for the log-mel STFT.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(FFMPEG IMPORTED_TARGET libavformat libavcodec libswresample libavutil)
+if(FFMPEG_FOUND)
+  message(STATUS "parley: FFmpeg ${FFMPEG_libavformat_VERSION}: every container decodes in-process")
+else()
+  message(STATUS "parley: FFmpeg not found: audio input is WAV only")
+endif()
+find_package(kissfft CONFIG REQUIRED COMPONENTS SHARED float)  # Debian ships the shared one
+# Tokenizers: PCRE2 (JIT) for the pre-tokenizer regexes.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 if(PARLEY_TESTS)
   find_package(GTest CONFIG REQUIRED)
 endif()
