@@ -1,0 +1,158 @@
+// The Whisper encoder forward pass (WhisperSession::encode) and the blocks shared with
+// the decoder. Reference: openai/whisper model.py AudioEncoder / ResidualAttentionBlock:
+//   x = gelu(conv1(mel)); x = gelu(conv2(x)); x = x.T + positions
+//   per block: x += attn(ln(x)); x += mlp(ln(x)); then ln_post(x)
+// Attention scaling: the reference scales q and k each by d_head^-0.25 before q @ k^T;
+// here the q @ k^T GEMM scales the scores by 1 / sqrt(d_head) once (alpha; the decoder's
+// attention op does the same, as CTranslate2 does), the same product up to f32 rounding.
+#include "whisper/encoder.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/softmax.h"
+#include "engine/ops/transpose.h"
+#include "whisper/model.h"
+
+namespace parley {
+namespace whisper {
+
+constexpr float kLayerNormEps = 1e-5f;
+
+Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w) {
+  Tensor y = pool.alloc({x.dim(0), w.weight.dim(0)}, x.dtype());  // [T, out]
+  MatmulOptions opt;
+  opt.trans_b = true;
+  opt.bias = &w.bias;
+  matmul(x, w.weight, y, opt);
+  return y;
+}
+
+void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x) {
+  MatmulOptions opt;
+  opt.trans_b = true;
+  opt.bias = &w.bias;
+  opt.beta = 1.0f;
+  matmul(y, w.weight, x, opt);
+}
+
+Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln) {
+  Tensor y = pool.alloc(x.shape(), x.dtype());
+  parley::layer_norm(x, ln.gamma, ln.beta, kLayerNormEps, y);
+  return y;
+}
+
+void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
+               const LinearWeights& fc2) {
+  const Tensor mlp_in = layer_norm(pool, x, ln);  // [T, d]
+  Tensor hidden = linear(pool, mlp_in, fc1);      // [T, 4d]
+  gelu(hidden, hidden);
+  linear_residual(hidden, fc2, x);
+}
+
+Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head) {
+  const int64_t t = x.dim(0), d_head = x.dim(1) / (int64_t(n) * n_head);
+  Tensor heads = pool.alloc({n, n_head, t, d_head}, x.dtype());
+  permute(x.reshape({t, n, n_head, d_head}), {1, 2, 0, 3}, heads);
+  return heads;
+}
+
+Tensor merge_heads(Pool& pool, const Tensor& x) {
+  const int64_t h = x.dim(1), t = x.dim(2), d_head = x.dim(3);
+  Tensor merged = pool.alloc({t, h * d_head}, x.dtype());
+  Tensor merged_4d = merged.reshape({1, t, h, d_head});
+  permute(x, {0, 2, 1, 3}, merged_4d);
+  return merged;
+}
+
+namespace {
+
+// out [1, H, Tq, dh] = softmax(q @ k^T / sqrt(dh)) @ v for q [1, H, Tq, dh], k and v
+// [1, H, Tk, dh], as the reference's three unfused steps on batched GEMMs. On the CPU this
+// is much faster than the attention op's loops at encoder length (1500 x 1500 scores per
+// head); the scores buffer is H * Tq * Tk elements.
+void unfused_attention(Pool& pool, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
+  const int64_t h = q.dim(1), tq = q.dim(2), tk = k.dim(2), dh = q.dim(3);
+  Tensor scores = pool.alloc({h, tq, tk}, q.dtype());  // [H, Tq, Tk]
+  MatmulOptions qk;
+  qk.trans_b = true;
+  qk.alpha = 1.0f / std::sqrt(float(dh));
+  matmul(q.reshape({h, tq, dh}), k.reshape({h, tk, dh}), scores, qk);
+  Tensor probs = pool.alloc(scores.shape(), scores.dtype());
+  softmax(scores, probs);
+  Tensor out_3d = out.reshape({h, tq, v.dim(3)});
+  matmul(probs, v.reshape({h, tk, v.dim(3)}), out_3d);
+}
+
+// x [T, d] += out_proj(self_attention(ln(x))), no mask.
+void encoder_attention(Pool& pool, Tensor& x, const EncoderLayerWeights& l, int n_head) {
+  const Tensor attn_in = layer_norm(pool, x, l.attn_ln);   // [T, d]
+  const Tensor qkv = linear(pool, attn_in, l.attn_qkv);    // [T, 3d]
+  const Tensor heads = split_heads(pool, qkv, 3, n_head);  // [3, H, T, d_head]
+  const Tensor q = heads.slice0(0, 1), k = heads.slice0(1, 2), v = heads.slice0(2, 3);
+  Tensor attn = pool.alloc(q.shape(), q.dtype());  // [1, H, T, d_head]
+  unfused_attention(pool, q, k, v, attn);
+  const Tensor merged = merge_heads(pool, attn);  // [T, d]
+  linear_residual(merged, l.attn_out, x);
+}
+
+}  // namespace
+}  // namespace whisper
+
+void WhisperSession::encode(const Tensor& mel) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
+  check_arg(mel.shape() == Shape({c.n_mels, frames}),
+            "[whisper] encode: mel " + mel.describe() + ", expected f32[" +
+                std::to_string(c.n_mels) + ", " + std::to_string(frames) + "]");
+  check_arg(is_float(mel.dtype()), "[whisper] encode: mel must be a float tensor");
+  const DType dt = model_->dtype();
+
+  // The mel on the model's device and dtype: [1, n_mels, frames].
+  Tensor mel_in = pool_.alloc({1, c.n_mels, frames}, dt);
+  mel_in.copy_from(mel.dtype() == dt ? mel.reshape(mel_in.shape())
+                                     : mel.reshape(mel_in.shape()).cast(dt));
+
+  Conv1dOptions conv1_opt;
+  conv1_opt.padding = 1;
+  conv1_opt.bias = &w.conv1_bias;
+  Tensor conv1_out = pool_.alloc({1, d, frames}, dt);  // [1, d, 3000]
+  conv1d(mel_in, w.conv1_weight, conv1_out, conv1_opt);
+  gelu(conv1_out, conv1_out);
+
+  Conv1dOptions conv2_opt;
+  conv2_opt.stride = 2;
+  conv2_opt.padding = 1;
+  conv2_opt.bias = &w.conv2_bias;
+  Tensor conv2_out = pool_.alloc({1, d, c.n_audio_ctx}, dt);  // [1, d, 1500]
+  conv1d(conv1_out, w.conv2_weight, conv2_out, conv2_opt);
+  gelu(conv2_out, conv2_out);
+
+  Tensor x = pool_.alloc({c.n_audio_ctx, d}, dt);  // [1500, d]
+  Tensor x_3d = x.reshape({1, c.n_audio_ctx, d});
+  permute(conv2_out, {0, 2, 1}, x_3d);
+  add(x, w.encoder_positions, x);
+
+  for (const EncoderLayerWeights& layer : w.encoder_layers) {
+    encoder_attention(pool_, x, layer, c.n_audio_head);
+    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+  }
+  parley::layer_norm(x, w.encoder_ln.gamma, w.encoder_ln.beta, kLayerNormEps, audio_features_);
+
+  // Cross-attention K/V depend only on the audio: once per window.
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const Tensor kv = linear(pool_, audio_features_, w.decoder_layers[i].cross_kv);  // [1500, 2d]
+    permute(kv.reshape({c.n_audio_ctx, 2, c.n_text_head, d / c.n_text_head}), {1, 2, 0, 3},
+            cache_[i].cross_kv);  // [2, H, 1500, d_head]
+  }
+  n_cached_ = 0;
+  encoded_ = true;
+}
+
+}  // namespace parley

@@ -1,0 +1,26 @@
+// Internal to src/whisper: the transformer blocks that the encoder (encoder.cpp) and
+// decoder (decoder.cpp) forward passes are built from. Every intermediate comes from the
+// session's Pool on the model's device, so a warm session allocates nothing per step.
+#pragma once
+
+#include "engine/pool.h"
+#include "engine/tensor.h"
+#include "whisper/weights.h"
+
+namespace parley::whisper {
+
+// x [T, in] -> [T, out] = x @ w.weight^T + w.bias
+Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);
+// x [T, d] += y [T, in] @ w.weight^T + w.bias (the residual add, fused into the matmul)
+void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x);
+// LayerNorm over the last dim, eps 1e-5 (as torch.nn.LayerNorm's default).
+Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln);
+// x [T, d] += fc2(gelu(fc1(layer_norm(x))))
+void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
+               const LinearWeights& fc2);
+// x [T, n * d] (n projections side by side, each H heads of d_head) -> [n, H, T, d_head]
+Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head);
+// x [1, H, T, d_head] -> [T, H * d_head]
+Tensor merge_heads(Pool& pool, const Tensor& x);
+
+}  // namespace parley::whisper

@@ -1,0 +1,97 @@
+// WhisperModel (immutable weights + config, shared by every request) and WhisperSession
+// (one request's state: audio features, cross-attention K/V, self-attention KV cache,
+// scratch buffers). The forward passes live in encoder.cpp and decoder.cpp.
+//
+// Parity path: LoadOptions{Device::cpu, DType::f32} converts every weight to f32 and runs
+// the reference's math in f32 (see encoder.cpp / decoder.cpp for the op order).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/pool.h"
+#include "engine/tensor.h"
+#include "whisper/config.h"
+#include "whisper/weights.h"
+
+namespace parley {
+
+struct LoadOptions {
+  Device device = Device::cpu;  // where weights live and the forward pass runs
+  DType dtype = DType::f32;     // weights and activations; f32 = the parity path
+};
+
+class WhisperModel {
+ public:
+  // Loads a model directory: CTranslate2 (model.bin + config.json) or Hugging Face
+  // (config.json + model.safetensors). Throws Error(not_found) when neither is there.
+  static std::shared_ptr<const WhisperModel> load(const std::string& dir,
+                                                  const LoadOptions& opt = {});
+
+  const WhisperConfig& config() const { return config_; }
+  const std::string& format() const { return format_; }  // "ctranslate2" | "huggingface"
+  const std::string& dir() const { return dir_; }
+  Device device() const { return opt_.device; }
+  DType dtype() const { return opt_.dtype; }
+  const WhisperWeights& weights() const { return weights_; }
+
+  // Use load(); public for std::make_shared.
+  WhisperModel(std::string dir, std::string format, WhisperConfig config, WhisperWeights weights,
+               LoadOptions opt);
+
+ private:
+  std::string dir_;
+  std::string format_;
+  WhisperConfig config_;
+  WhisperWeights weights_;
+  LoadOptions opt_;
+};
+
+// Per-request state. Not thread-safe; one session per concurrent request.
+class WhisperSession {
+ public:
+  // Allocates the KV caches for n_text_ctx positions and the cross-attention K/V; they are
+  // reused across windows.
+  explicit WhisperSession(std::shared_ptr<const WhisperModel> model);
+
+  // mel: f32 [n_mels, 2 * n_audio_ctx] (3000 frames) on the CPU or the model's device.
+  // Runs the encoder, keeps the audio features and computes every decoder layer's
+  // cross-attention K/V once. Drops cached tokens.
+  void encode(const Tensor& mel);
+  // [n_audio_ctx, d] on the model's device, in the model's dtype.
+  const Tensor& audio_features() const { return audio_features_; }
+
+  // Runs the decoder on `tokens` at positions n_cached() .. n_cached() + size - 1 (after
+  // the cached ones) and appends them to the cache. Returns f32 logits
+  // [tokens.size(), n_vocab] on the CPU. Needs encode() first.
+  Tensor decode(std::span<const int32_t> tokens);
+
+  void reset() { n_cached_ = 0; }  // drops cached tokens, keeps the audio features
+  int n_cached() const { return n_cached_; }
+  // Keeps the first n cached positions (prompt / prefix reuse); 0 <= n <= n_cached().
+  void truncate(int n);
+
+  const WhisperModel& model() const { return *model_; }
+
+ private:
+  struct LayerCache {
+    Tensor self_k;    // [n_text_ctx, d] token-major; positions [0, n_cached) are valid
+    Tensor self_v;    // [n_text_ctx, d]
+    Tensor cross_kv;  // [2, H, n_audio_ctx, d_head]: k then v of the encoder output
+  };
+
+  std::shared_ptr<const WhisperModel> model_;
+  Pool pool_;       // scratch on the model's device
+  Pool host_pool_;  // logits and token ids on the CPU
+  Tensor audio_features_;
+  std::vector<LayerCache> cache_;
+  int n_cached_ = 0;
+  bool encoded_ = false;
+};
+
+}  // namespace parley

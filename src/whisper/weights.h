@@ -1,0 +1,76 @@
+// WhisperWeights: every parameter of a Whisper model in one layout, whatever the file
+// format it came from (CTranslate2 model.bin, Hugging Face safetensors), on the model's
+// device and dtype. Projections that the forward pass runs together are stored fused:
+// self-attention q|k|v [3d, d] and cross-attention k|v [2d, d]; the k projection has no
+// bias in Whisper, so its part of a fused bias is zero.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "whisper/config.h"
+
+namespace parley {
+
+struct LinearWeights {
+  Tensor weight;  // [out, in] (PyTorch Linear layout: matmul with trans_b)
+  Tensor bias;    // [out]
+};
+
+struct LayerNormWeights {
+  Tensor gamma;  // [d]
+  Tensor beta;   // [d]
+};
+
+struct EncoderLayerWeights {
+  LayerNormWeights attn_ln;
+  LinearWeights attn_qkv;  // [3d, d]
+  LinearWeights attn_out;  // [d, d]
+  LayerNormWeights mlp_ln;
+  LinearWeights fc1;  // [4d, d]
+  LinearWeights fc2;  // [d, 4d]
+};
+
+struct DecoderLayerWeights {
+  LayerNormWeights self_ln;
+  LinearWeights self_qkv;  // [3d, d]
+  LinearWeights self_out;  // [d, d]
+  LayerNormWeights cross_ln;
+  LinearWeights cross_q;    // [d, d]
+  LinearWeights cross_kv;   // [2d, d], applied to the encoder output
+  LinearWeights cross_out;  // [d, d]
+  LayerNormWeights mlp_ln;
+  LinearWeights fc1;  // [4d, d]
+  LinearWeights fc2;  // [d, 4d]
+};
+
+struct WhisperWeights {
+  Tensor conv1_weight;       // [d, n_mels, 3]
+  Tensor conv1_bias;         // [d]
+  Tensor conv2_weight;       // [d, d, 3]
+  Tensor conv2_bias;         // [d]
+  Tensor encoder_positions;  // [n_audio_ctx, d] (sinusoidal)
+  std::vector<EncoderLayerWeights> encoder_layers;
+  LayerNormWeights encoder_ln;
+
+  Tensor token_embedding;    // [n_vocab, d], also the output projection (tied)
+  Tensor decoder_positions;  // [n_text_ctx, d] (learned)
+  std::vector<DecoderLayerWeights> decoder_layers;
+  LayerNormWeights decoder_ln;
+};
+
+struct WeightsOptions {
+  Device device = Device::cpu;
+  DType dtype = DType::f32;
+};
+
+// Readers for the two layouts. `dir` is the model directory; shapes are checked against
+// `config`, and a missing or misshapen tensor throws Error naming it and the expected
+// shape. Every weight is converted to opt.dtype and placed on opt.device.
+WhisperWeights load_ctranslate2_weights(const io::Ct2Model& model, const WhisperConfig& config,
+                                        const WeightsOptions& opt, const std::string& source);
+WhisperWeights load_huggingface_weights(const std::string& safetensors_path,
+                                        const WhisperConfig& config, const WeightsOptions& opt);
+
+}  // namespace parley
