@@ -1,0 +1,33 @@
+// Transcript output formats shared by `parley transcribe` and the server: txt, json,
+// verbose_json (OpenAI's audio API shapes, WHISPER.md), srt and vtt (as openai/whisper's
+// whisper/utils.py writers: SRT numbered with "HH:MM:SS,mmm", VTT "MM:SS.mmm" below an
+// hour, each text stripped and "-->" replaced by "->").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "whisper/transcribe.h"
+
+namespace parley {
+
+enum class OutputFormat { txt, json, verbose_json, srt, vtt };
+
+// "txt" (also "text"), "json", "verbose_json", "srt", "vtt"; throws invalid_argument.
+OutputFormat parse_output_format(std::string_view name);
+// The file extension: "txt", "json", "json", "srt", "vtt".
+const char* output_extension(OutputFormat f);
+
+// Seconds as "[HH:]MM:SS<marker>mmm", rounded to the millisecond (hours always when asked,
+// else only from an hour on).
+std::string subtitle_timestamp(double seconds, bool always_include_hours, char decimal_marker);
+
+struct TranscriptInfo {
+  std::string task = "transcribe";
+  double duration = 0;  // seconds of audio
+};
+
+std::string format_transcript(const TranscribeResult& result, OutputFormat format,
+                              const TranscriptInfo& info);
+
+}  // namespace parley

@@ -1,0 +1,168 @@
+// Reference: openai/whisper whisper/decoding.py (SuppressBlank, SuppressTokens,
+// ApplyTimestampRules, DecodingTask._get_suppress_tokens).
+#include "whisper/logit_filters.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "engine/error.h"
+#include "whisper/tokenizer.h"
+
+namespace parley {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Seconds per timestamp step: 30 s / n_audio_ctx (1500).
+constexpr double kSecondsPerTimestamp = 30.0 / 1500.0;
+
+void fill(std::span<float> logits, int64_t begin, int64_t end) {
+  begin = std::clamp<int64_t>(begin, 0, int64_t(logits.size()));
+  end = std::clamp<int64_t>(end, begin, int64_t(logits.size()));
+  std::fill(logits.begin() + begin, logits.begin() + end, kNegInf);
+}
+
+// log(sum(exp(x))) over `xs`, in double; -inf when every entry is -inf (or xs is empty).
+double logsumexp(std::span<const float> xs) {
+  float m = kNegInf;
+  for (float x : xs) m = std::max(m, x);
+  if (m == kNegInf) return -std::numeric_limits<double>::infinity();
+  double sum = 0;
+  for (float x : xs) sum += std::exp(double(x) - double(m));
+  return double(m) + std::log(sum);
+}
+
+}  // namespace
+
+SuppressBlank::SuppressBlank(const WhisperTokenizer& tokenizer, int sample_begin)
+    : blank_(tokenizer.encode(" ")), sample_begin_(sample_begin) {
+  blank_.push_back(tokenizer.eot());
+}
+
+void SuppressBlank::apply(std::span<float> logits, std::span<const int32_t> tokens) const {
+  if (int64_t(tokens.size()) != sample_begin_) return;
+  for (int32_t id : blank_) fill(logits, id, int64_t(id) + 1);
+}
+
+void SuppressTokens::apply(std::span<float> logits, std::span<const int32_t>) const {
+  for (int32_t id : ids_) fill(logits, id, int64_t(id) + 1);
+}
+
+ApplyTimestampRules::ApplyTimestampRules(const WhisperTokenizer& tokenizer, int sample_begin,
+                                         std::optional<int> max_initial_timestamp_index)
+    : eot_(tokenizer.eot()),
+      no_timestamps_(tokenizer.no_timestamps()),
+      timestamp_begin_(tokenizer.timestamp_begin()),
+      sample_begin_(sample_begin),
+      max_initial_timestamp_index_(max_initial_timestamp_index) {}
+
+void ApplyTimestampRules::apply(std::span<float> logits, std::span<const int32_t> tokens) const {
+  fill(logits, no_timestamps_, int64_t(no_timestamps_) + 1);
+
+  const auto sampled = tokens.subspan(std::min(tokens.size(), size_t(std::max(sample_begin_, 0))));
+  const auto is_ts = [&](int32_t t) { return t >= timestamp_begin_; };
+  const bool last_was_timestamp = !sampled.empty() && is_ts(sampled.back());
+  const bool penultimate_was_timestamp = sampled.size() < 2 || is_ts(sampled[sampled.size() - 2]);
+  if (last_was_timestamp) {
+    if (penultimate_was_timestamp) {
+      fill(logits, timestamp_begin_, int64_t(logits.size()));  // a pair closed: text next
+    } else {
+      fill(logits, 0, eot_);  // an open timestamp: its closing one or <|endoftext|>
+    }
+  }
+
+  // Timestamps never decrease; after a closed pair (or text) the next one must be strictly
+  // later, so every segment has a nonzero length and the seek loop cannot stall.
+  const auto last_ts = std::find_if(sampled.rbegin(), sampled.rend(), is_ts);
+  if (last_ts != sampled.rend()) {
+    const int64_t last = *last_ts;
+    const int64_t limit = (last_was_timestamp && !penultimate_was_timestamp) ? last : last + 1;
+    fill(logits, timestamp_begin_, limit);
+  }
+
+  if (int64_t(tokens.size()) == sample_begin_) {
+    fill(logits, 0, timestamp_begin_);  // the first sampled token is a timestamp
+    if (max_initial_timestamp_index_) {
+      fill(logits, int64_t(timestamp_begin_) + *max_initial_timestamp_index_ + 1,
+           int64_t(logits.size()));
+    }
+  }
+
+  // Comparing log-probabilities (the reference takes log_softmax first) is comparing
+  // logsumexp over the timestamps with the best text logit: the normalizer cancels.
+  const size_t tb = std::min(logits.size(), size_t(timestamp_begin_));
+  const double timestamp_lse = logsumexp(logits.subspan(tb));
+  float max_text = kNegInf;
+  for (size_t i = 0; i < tb; ++i) max_text = std::max(max_text, logits[i]);
+  if (timestamp_lse > double(max_text)) fill(logits, 0, timestamp_begin_);
+}
+
+std::vector<int32_t> resolve_suppress_tokens(const WhisperTokenizer& tokenizer,
+                                             const std::string& spec) {
+  std::vector<int64_t> ids;
+  bool non_speech = false;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    const bool rest_blank = item.find_first_not_of(" \t", used) == std::string::npos;
+    check_arg(used > 0 && rest_blank,
+              "[whisper] suppress_tokens: '" + item + "' is not an integer in '" + spec + "'");
+    if (v == -1) {
+      non_speech = true;
+    } else if (v >= 0) {
+      ids.push_back(v);
+    }
+  }
+  // The reference keeps negative ids other than -1 only when -1 is absent, where they would
+  // index from the end; we reject them instead.
+  if (non_speech) {
+    for (int32_t t : tokenizer.non_speech_tokens()) ids.push_back(t);
+  }
+  for (int32_t t : {tokenizer.transcribe(), tokenizer.translate(), tokenizer.sot(),
+                    tokenizer.sot_prev(), tokenizer.sot_lm(), tokenizer.no_speech()}) {
+    ids.push_back(t);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<int32_t> out;
+  for (int64_t v : ids) {
+    check_arg(v < tokenizer.n_vocab(), "[whisper] suppress_tokens: id " + std::to_string(v) +
+                                           " is outside the vocabulary of " +
+                                           std::to_string(tokenizer.n_vocab()));
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<LogitFilter>> make_logit_filters(const WhisperTokenizer& tokenizer,
+                                                             const LogitFilterSettings& settings,
+                                                             int sample_begin) {
+  std::vector<std::unique_ptr<LogitFilter>> filters;
+  if (settings.suppress_blank) {
+    filters.push_back(std::make_unique<SuppressBlank>(tokenizer, sample_begin));
+  }
+  if (!settings.suppress_tokens.empty()) {
+    filters.push_back(std::make_unique<SuppressTokens>(
+        resolve_suppress_tokens(tokenizer, settings.suppress_tokens)));
+  }
+  if (!settings.without_timestamps) {
+    std::optional<int> max_initial;
+    if (settings.max_initial_timestamp != 0.0f) {
+      // Python's round(): half to even, which nearbyint does in the default rounding mode.
+      max_initial =
+          int(std::nearbyint(double(settings.max_initial_timestamp) / kSecondsPerTimestamp));
+    }
+    filters.push_back(std::make_unique<ApplyTimestampRules>(tokenizer, sample_begin, max_initial));
+  }
+  return filters;
+}
+
+}  // namespace parley

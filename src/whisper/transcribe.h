@@ -1,0 +1,78 @@
+// transcribe(): the seek loop of openai/whisper's whisper/transcribe.py over audio of any
+// length: log-mel of the whole audio (+30 s of zeros), one 30 s window at a time, the
+// previous text as the prompt, silent windows skipped, segments cut at timestamp pairs.
+// Greedy (temperature 0) only for now; decode_with_fallback is where the temperature
+// ladder goes.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "whisper/decoding.h"
+#include "whisper/segments.h"
+
+namespace parley {
+
+class WhisperSession;
+class WhisperTokenizer;
+
+struct TranscribeOptions {
+  // Language code; nullopt: "en" for English-only models, else detected once from the
+  // first 30 s.
+  std::optional<std::string> language;
+  // "transcribe" or "translate".
+  std::string task = "transcribe";
+  // Decode with <|notimestamps|>: one segment per window.
+  bool without_timestamps = false;
+  // Temperatures tried in order until a result passes the thresholds. Only {0} works for
+  // now (anything > 0 throws Error(unsupported) when it is reached).
+  std::vector<float> temperatures = {0.0f};
+  // Retry at the next temperature when the text's compression ratio (utf-8 bytes / zlib
+  // bytes) exceeds this (nullopt: never).
+  std::optional<float> compression_ratio_threshold = 2.4f;
+  // Retry when avg_logprob is below this; also the silence test's second half (nullopt: off).
+  std::optional<float> logprob_threshold = -1.0f;
+  // A window is silent when no_speech_prob > this and avg_logprob < logprob_threshold
+  // (nullopt: never skip).
+  std::optional<float> no_speech_threshold = 0.6f;
+  // Feed the previous windows' tokens as the prompt.
+  bool condition_on_previous_text = true;
+  // Text put before the first window's prompt (encoded as " " + strip(text)).
+  std::optional<std::string> initial_prompt;
+  // DecodingOptions passed through to every window (see decoding.h for their defaults).
+  float max_initial_timestamp = 1.0f;
+  bool suppress_blank = true;
+  std::string suppress_tokens = "-1";
+  int sample_len = 0;
+  // Print "[00:00.000 --> 00:02.000] text" to stdout per segment, as the reference's
+  // verbose=True.
+  bool verbose = false;
+  // Called with every segment as soon as its window is done (after the empty-segment
+  // clean-up), in order.
+  std::function<void(const Segment&)> on_segment;
+};
+
+struct TranscribeResult {
+  std::string text;  // every segment's text, joined, without the initial prompt
+  std::vector<Segment> segments;
+  std::string language;
+};
+
+// 16 kHz mono samples -> transcript.
+TranscribeResult transcribe(WhisperSession& session, const WhisperTokenizer& tokenizer,
+                            std::span<const float> samples, const TranscribeOptions& options);
+TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                            std::span<const float> samples, const TranscribeOptions& options);
+// From the log-mel of the audio with 30 s of padding, f32 [n_mels, content_frames + 3000]
+// (log_mel_spectrogram(samples, n_mels, kChunkSamples)).
+TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                const Tensor& padded_mel, const TranscribeOptions& options);
+
+// "MM:SS.mmm", or "HH:MM:SS.mmm" from an hour on (whisper/utils.py format_timestamp).
+std::string format_timestamp(double seconds);
+
+}  // namespace parley

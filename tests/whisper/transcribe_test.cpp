@@ -1,0 +1,302 @@
+// The seek loop of transcribe() and the cutting of windows into segments, against the rules
+// of openai/whisper whisper/transcribe.py: exact segments, seeks and prompts from scripted
+// logits; and, when the real tiny.en model is installed, jfk.wav end to end.
+#include "whisper/transcribe.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "audio/decode.h"
+#include "audio/mel.h"
+#include "whisper/model.h"
+#include "whisper/tokenizer.h"
+
+namespace parley {
+namespace {
+
+const WhisperTokenizer& english() {
+  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
+      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
+  return tok;
+}
+
+// ---------------------------------------------------------------- cut_window
+
+constexpr int32_t kTb = 50363;  // <|0.00|> of the English-only vocabulary
+
+TEST(CutWindow, PairsCutSegmentsAndSeekGoesToTheLastTimestamp) {
+  // <|0.00|> a <|2.00|><|2.00|> b <|5.00|><|5.00|>: ends with a pair.
+  const std::vector<int32_t> t{kTb, 1, kTb + 100, kTb + 100, 2, kTb + 250, kTb + 250};
+  const WindowCut c = cut_window(t, kTb, 10.0, 3000);
+  ASSERT_EQ(c.slices.size(), 2u);
+  EXPECT_EQ(c.slices[0].begin, 0u);
+  EXPECT_EQ(c.slices[0].end, 3u);
+  EXPECT_DOUBLE_EQ(c.slices[0].start, 10.0);
+  EXPECT_DOUBLE_EQ(c.slices[0].end_time, 12.0);
+  EXPECT_EQ(c.slices[1].begin, 3u);
+  EXPECT_EQ(c.slices[1].end, 6u);  // the closing <|5.00|> belongs to no segment
+  EXPECT_DOUBLE_EQ(c.slices[1].start, 12.0);
+  EXPECT_DOUBLE_EQ(c.slices[1].end_time, 15.0);
+  EXPECT_EQ(c.seek_advance, 500);  // 250 steps * 2 frames
+}
+
+TEST(CutWindow, SingleTimestampEndingTakesTheWholeWindow) {
+  // <|0.00|> a <|2.00|><|2.00|> b <|7.00|> (eot)
+  const std::vector<int32_t> t{kTb, 1, kTb + 100, kTb + 100, 2, kTb + 350};
+  const WindowCut c = cut_window(t, kTb, 0.0, 2500);
+  ASSERT_EQ(c.slices.size(), 2u);
+  EXPECT_EQ(c.slices[1].begin, 3u);
+  EXPECT_EQ(c.slices[1].end, 6u);
+  EXPECT_DOUBLE_EQ(c.slices[1].end_time, 7.0);
+  EXPECT_EQ(c.seek_advance, 2500);
+}
+
+TEST(CutWindow, NoPairGivesOneSegmentEndingAtTheLastTimestamp) {
+  const std::vector<int32_t> t{kTb, 1, 2, kTb + 150};
+  WindowCut c = cut_window(t, kTb, 30.0, 3000);
+  ASSERT_EQ(c.slices.size(), 1u);
+  EXPECT_EQ(c.slices[0].end, 4u);
+  EXPECT_DOUBLE_EQ(c.slices[0].start, 30.0);
+  EXPECT_DOUBLE_EQ(c.slices[0].end_time, 33.0);
+  EXPECT_EQ(c.seek_advance, 3000);
+  // No timestamp (or only <|0.00|>): the segment spans the window's audio.
+  c = cut_window(std::vector<int32_t>{1, 2}, kTb, 30.0, 1234);
+  EXPECT_DOUBLE_EQ(c.slices[0].end_time, 30.0 + 12.34);
+  c = cut_window(std::vector<int32_t>{kTb, 1, 2}, kTb, 0.0, 1234);
+  EXPECT_DOUBLE_EQ(c.slices[0].end_time, 12.34);
+  EXPECT_EQ(c.seek_advance, 1234);
+  c = cut_window(std::vector<int32_t>{}, kTb, 0.0, 77);
+  ASSERT_EQ(c.slices.size(), 1u);
+  EXPECT_EQ(c.slices[0].end, 0u);
+}
+
+TEST(Transcribe, FormatTimestamp) {
+  EXPECT_EQ(format_timestamp(0.0), "00:00.000");
+  EXPECT_EQ(format_timestamp(65.4321), "01:05.432");
+  EXPECT_EQ(format_timestamp(3725.5), "01:02:05.500");
+}
+
+// ---------------------------------------------------------------- the seek loop
+
+// Scripted windows: on each encode() the next window's script starts. In a decode() call the
+// last row gets 20 on the script's next token (after the script: eot; kFlat: nothing), and
+// rows of <|startoftranscript|> get the window's no_speech logit. Records every window's
+// first decode() input (the initial tokens).
+class WindowScript : public LogitsSource {
+ public:
+  static constexpr int32_t kFlat = -1;
+  struct Window {
+    std::vector<int32_t> tokens;
+    float no_speech_logit = 0;
+  };
+  WindowScript(const WhisperTokenizer& tok, std::vector<Window> windows)
+      : tok_(tok), windows_(std::move(windows)) {}
+
+  void encode(const Tensor& mel) override {
+    EXPECT_EQ(mel.shape(), Shape({80, 3000}));
+    mels.push_back(mel.data<float>()[probe_frame]);  // mel bin 0
+    ++window_;
+    next_ = 0;
+    first_call_ = true;
+  }
+  Tensor decode(std::span<const int32_t> tokens) override {
+    if (first_call_) initial.emplace_back(tokens.begin(), tokens.end());
+    first_call_ = false;
+    const auto& w = windows_.at(size_t(window_ - 1));
+    const int64_t v = tok_.n_vocab();
+    Tensor logits = Tensor::zeros({int64_t(tokens.size()), v}, DType::f32);
+    float* p = logits.data<float>();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] == tok_.sot()) p[int64_t(i) * v + tok_.no_speech()] = w.no_speech_logit;
+    }
+    const int32_t next = next_ < w.tokens.size() ? w.tokens[next_] : tok_.eot();
+    ++next_;
+    if (next != kFlat) p[int64_t(tokens.size() - 1) * v + next] = 20.0f;
+    return logits;
+  }
+  void reset() override {}
+  int n_text_ctx() const override { return 448; }
+  int n_mels() const override { return 80; }
+
+  std::vector<std::vector<int32_t>> initial;
+  std::vector<float> mels;
+  int64_t probe_frame = 2999;
+  int window_ = 0;
+
+ private:
+  const WhisperTokenizer& tok_;
+  std::vector<Window> windows_;
+  size_t next_ = 0;
+  bool first_call_ = true;
+};
+
+TEST(Transcribe, SeekLoopSegmentsPromptsAndSilence) {
+  const auto& tok = english();
+  const int32_t tb = tok.timestamp_begin();
+  const int32_t hello = tok.encode(" Hello")[0];
+  const int32_t world = tok.encode(" world")[0];
+  const int32_t again = tok.encode(" again")[0];
+  // 45 s of audio: content_frames 4500, padded mel 7500 frames. Frame 3499 is marked to
+  // check that window 2 (seek 500) ends at the right place: its last column is frame 3499.
+  Tensor mel = Tensor::zeros({80, 7500}, DType::f32);
+  mel.data<float>()[3499] = 0.25f;
+  const std::vector<WindowScript::Window> windows = {
+      // seek 0: two segments, ends with a pair at 5.00 s -> seek 500.
+      {{tb, hello, tb + 100, tb + 100, world, tb + 250, tb + 250}, -5.0f},
+      // seek 500: " " (blank, cleared) then " again" up to 3.00 s, single timestamp at
+      // the end -> seek += 3000.
+      {{tb, 220, tb + 50, tb + 50, again, tb + 150}, -5.0f},
+      // seek 3500: 10 s of silence: no_speech likely and a low avg_logprob -> skipped.
+      {{WindowScript::kFlat}, 30.0f},
+  };
+  WindowScript src(tok, windows);
+  TranscribeOptions o;
+  std::vector<int> seen;
+  o.on_segment = [&](const Segment& s) { seen.push_back(s.id); };
+  const TranscribeResult r = transcribe_mel(src, tok, mel, o);
+
+  EXPECT_EQ(src.window_, 3);
+  EXPECT_EQ(src.mels[1], 0.25f);
+  EXPECT_EQ(src.mels[2], 0.0f);  // seek 3500: 1000 frames of audio, then zeros
+  ASSERT_EQ(r.segments.size(), 4u);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3}));
+  const auto& s = r.segments;
+  EXPECT_EQ(s[0].seek, 0);
+  EXPECT_DOUBLE_EQ(s[0].start, 0.0);
+  EXPECT_DOUBLE_EQ(s[0].end, 2.0);
+  EXPECT_EQ(s[0].text, " Hello");
+  EXPECT_EQ(s[0].tokens, (std::vector<int32_t>{tb, hello, tb + 100}));
+  EXPECT_DOUBLE_EQ(s[1].start, 2.0);
+  EXPECT_DOUBLE_EQ(s[1].end, 5.0);
+  EXPECT_EQ(s[1].text, " world");
+  EXPECT_EQ(s[2].seek, 500);
+  EXPECT_DOUBLE_EQ(s[2].start, 5.0);
+  EXPECT_DOUBLE_EQ(s[2].end, 6.0);
+  EXPECT_EQ(s[2].text, "");  // only " ": cleared
+  EXPECT_TRUE(s[2].tokens.empty());
+  EXPECT_EQ(s[3].id, 3);
+  EXPECT_DOUBLE_EQ(s[3].start, 6.0);
+  EXPECT_DOUBLE_EQ(s[3].end, 8.0);
+  EXPECT_EQ(s[3].tokens, (std::vector<int32_t>{tb + 50, again, tb + 150}));
+  EXPECT_EQ(r.text, " Hello world again");
+  EXPECT_EQ(r.language, "en");
+  EXPECT_GT(s[0].avg_logprob, -0.1f);
+  EXPECT_LT(s[0].no_speech_prob, 0.01f);
+
+  // Prompts: window 2 gets every earlier segment's tokens, window 3 also the cleared
+  // segment's (none) and segment 3's.
+  ASSERT_EQ(src.initial.size(), 3u);
+  EXPECT_EQ(src.initial[0], std::vector<int32_t>{tok.sot()});
+  EXPECT_EQ(src.initial[1], (std::vector<int32_t>{tok.sot_prev(), tb, hello, tb + 100, tb + 100,
+                                                  world, tb + 250, tok.sot()}));
+  EXPECT_EQ(src.initial[2].size(), 1u + 6u + 3u + 1u);
+}
+
+TEST(Transcribe, NoConditioningAndInitialPromptAndNoTimestamps) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  Tensor mel = Tensor::zeros({80, 3000 + 4000}, DType::f32);  // 40 s: windows of 3000, 1000
+  WindowScript src(tok, {{{hello}, -5.0f}, {{hello, hello}, -5.0f}});
+  TranscribeOptions o;
+  o.without_timestamps = true;
+  o.condition_on_previous_text = false;
+  o.initial_prompt = "  Names.  ";
+  const TranscribeResult r = transcribe_mel(src, tok, mel, o);
+  const auto prompt = tok.encode(" Names.");
+  std::vector<int32_t> first{tok.sot_prev()};
+  first.insert(first.end(), prompt.begin(), prompt.end());
+  first.push_back(tok.sot());
+  first.push_back(tok.no_timestamps());
+  ASSERT_EQ(src.initial.size(), 2u);
+  EXPECT_EQ(src.initial[0], first);
+  EXPECT_EQ(src.initial[1], (std::vector<int32_t>{tok.sot(), tok.no_timestamps()}));
+  ASSERT_EQ(r.segments.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.segments[0].end, 30.0);
+  EXPECT_EQ(r.segments[1].seek, 3000);
+  EXPECT_DOUBLE_EQ(r.segments[1].start, 30.0);
+  EXPECT_DOUBLE_EQ(r.segments[1].end, 40.0);
+  EXPECT_EQ(r.text, " Hello Hello Hello");  // the initial prompt is not part of the text
+}
+
+TEST(Transcribe, DetectsTheLanguageOnceFromThePaddedMel) {
+  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
+      std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken", true, 51865);
+  const int32_t de = tok.language_token("de");
+  const int32_t hallo = tok.encode(" Hallo")[0];
+  // 10 s of audio; frame 2000 lies in the 30 s padding. Language detection sees the padded
+  // mel's first 3000 frames (2000 included); the decoder sees 1000 frames then zeros.
+  Tensor mel = Tensor::zeros({80, 1000 + 3000}, DType::f32);
+  mel.data<float>()[2000] = 0.5f;
+  WindowScript src(tok, {{{de}, -5.0f}, {{tok.timestamp_begin(), hallo}, -5.0f}});
+  src.probe_frame = 2000;
+  const TranscribeResult r = transcribe_mel(src, tok, mel, TranscribeOptions{});
+  EXPECT_EQ(r.language, "de");
+  ASSERT_EQ(src.mels.size(), 2u);
+  EXPECT_EQ(src.mels[0], 0.5f);
+  EXPECT_EQ(src.mels[1], 0.0f);
+  ASSERT_EQ(src.initial.size(), 2u);
+  EXPECT_EQ(src.initial[0], std::vector<int32_t>{tok.sot()});
+  EXPECT_EQ(src.initial[1], (std::vector<int32_t>{tok.sot(), de, tok.transcribe()}));
+  EXPECT_EQ(r.text, " Hallo");
+}
+
+// ---------------------------------------------------------------- the real model
+
+std::string model_dir() {
+#ifdef PARLEY_TEST_MODEL_DIR
+  return PARLEY_TEST_MODEL_DIR;
+#else
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "") + "/.local/share/parley/models/whisper-tiny.en";
+#endif
+}
+
+// Golden segments from faster-whisper 1.x on the same CTranslate2 model (fp32 compute),
+// whose greedy decoding follows openai/whisper's rules:
+//   WhisperModel(DIR, device="cpu", compute_type="float32").transcribe("jfk.wav",
+//       beam_size=1, best_of=1, temperature=0.0, condition_on_previous_text=True,
+//       without_timestamps=False, vad_filter=False, language="en")
+// -> [0.00 -> 7.74] " And so my fellow Americans ask not what your country can do for you"
+//    [7.74 -> 10.74] " ask what you can do for your country"
+//    avg_logprob -0.3775, no_speech_prob 0.0628 (one window).
+const std::vector<int32_t> kJfkTokens = {50363, 843,  523, 616, 5891, 3399, 1265,  407,   644,
+                                         534,   1499, 460, 466, 329,  345,  50750, 50750, 1265,
+                                         644,   345,  460, 466, 329,  534,  1499,  50900};
+
+TEST(TranscribeReal, JfkTinyEnMatchesTheReference) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  const auto model = WhisperModel::load(model_dir());
+  WhisperSession session(model);
+  const auto& tok = english();
+  const auto samples = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  const TranscribeResult r = transcribe(session, tok, samples, TranscribeOptions{});
+  EXPECT_NE(r.text.find("ask not what your country can do for you"), std::string::npos) << r.text;
+  std::vector<int32_t> tokens;
+  for (const auto& s : r.segments) tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+  EXPECT_EQ(tokens, kJfkTokens);
+  ASSERT_EQ(r.segments.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.segments[0].start, 0.0);
+  EXPECT_DOUBLE_EQ(r.segments[0].end, 7.74);
+  EXPECT_DOUBLE_EQ(r.segments[1].start, 7.74);
+  EXPECT_DOUBLE_EQ(r.segments[1].end, 10.74);
+  EXPECT_EQ(r.segments[1].text, " ask what you can do for your country");
+  EXPECT_EQ(r.language, "en");
+  // faster-whisper's figures come from CTranslate2's scores and its own mel: close, not
+  // bit-equal.
+  std::printf(
+      "jfk: avg_logprob %.6f (faster-whisper -0.377484), no_speech_prob %.6f (0.062824), "
+      "compression_ratio %.6f (1.386667)\n",
+      r.segments[0].avg_logprob, r.segments[0].no_speech_prob, r.segments[0].compression_ratio);
+  // Measured: -0.377512, 0.062824, 1.386667 (104 / 75).
+  EXPECT_NEAR(r.segments[0].avg_logprob, -0.377484, 1e-3);
+  EXPECT_NEAR(r.segments[0].no_speech_prob, 0.062824, 1e-4);
+  EXPECT_NEAR(r.segments[0].compression_ratio, 104.0 / 75.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace parley
