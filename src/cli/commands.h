@@ -8,5 +8,6 @@ namespace parley::cli {
 
 void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_transcribe_command(CLI::App& app);
 
 }  // namespace parley::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   parley::cli::add_bench_command(app);
   parley::cli::add_inspect_command(app);
+  parley::cli::add_transcribe_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
