@@ -206,6 +206,7 @@ void add_bench_command(CLI::App& app) {
   ops->add_option("--min-seconds", opt->min_seconds, "Time spent per shape")->capture_default_str();
   ops->add_flag("--quick", opt->quick, "Fewer and smaller shapes (a smoke run)");
   ops->callback([opt] { run_bench_ops(*opt); });
+  add_bench_whisper_subcommand(*bench);
 }
 
 }  // namespace parley::cli

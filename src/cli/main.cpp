@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   parley::cli::add_bench_command(app);
   parley::cli::add_inspect_command(app);
   parley::cli::add_transcribe_command(app);
+  parley::cli::add_whisper_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -39,8 +39,8 @@ WhisperTokenizer load_tokenizer(const WhisperModel& model) {
 }
 
 void print_segment(std::ostream& os, const Segment& s) {
-  os << "[" << subtitle_timestamp(s.start, false, '.') << " --> "
-     << subtitle_timestamp(s.end, false, '.') << "] " << s.text << std::endl;
+  os << "[" << format_timestamp(s.start, false, '.') << " --> "
+     << format_timestamp(s.end, false, '.') << "] " << s.text << std::endl;
 }
 
 void run_transcribe(const TranscribeCliOptions& opt) {

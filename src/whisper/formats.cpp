@@ -1,8 +1,5 @@
 #include "whisper/formats.h"
 
-#include <cmath>
-#include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -56,26 +53,6 @@ const char* output_extension(OutputFormat f) {
   return "txt";
 }
 
-std::string subtitle_timestamp(double seconds, bool always_include_hours, char decimal_marker) {
-  check_arg(seconds >= 0, "[format] negative timestamp " + std::to_string(seconds));
-  // Python's round() rounds halves to even; std::nearbyint does too in the default mode.
-  int64_t ms = int64_t(std::nearbyint(seconds * 1000.0));
-  const int64_t hours = ms / 3'600'000;
-  ms -= hours * 3'600'000;
-  const int64_t minutes = ms / 60'000;
-  ms -= minutes * 60'000;
-  const int64_t secs = ms / 1000;
-  ms -= secs * 1000;
-  char buf[128];  // room for any int64 fields: -Wformat-truncation counts the worst case
-  if (always_include_hours || hours > 0)
-    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld%c%03lld", (long long)hours,
-                  (long long)minutes, (long long)secs, decimal_marker, (long long)ms);
-  else
-    std::snprintf(buf, sizeof buf, "%02lld:%02lld%c%03lld", (long long)minutes, (long long)secs,
-                  decimal_marker, (long long)ms);
-  return buf;
-}
-
 std::string format_transcript(const TranscribeResult& result, OutputFormat format,
                               const TranscriptInfo& info) {
   std::string out;
@@ -108,15 +85,15 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
     case OutputFormat::srt: {
       int i = 1;
       for (const auto& s : result.segments)
-        out += std::to_string(i++) + "\n" + subtitle_timestamp(s.start, true, ',') + " --> " +
-               subtitle_timestamp(s.end, true, ',') + "\n" + subtitle_text(s.text) + "\n\n";
+        out += std::to_string(i++) + "\n" + format_timestamp(s.start, true, ',') + " --> " +
+               format_timestamp(s.end, true, ',') + "\n" + subtitle_text(s.text) + "\n\n";
       return out;
     }
     case OutputFormat::vtt:
       out = "WEBVTT\n\n";
       for (const auto& s : result.segments)
-        out += subtitle_timestamp(s.start, false, '.') + " --> " +
-               subtitle_timestamp(s.end, false, '.') + "\n" + subtitle_text(s.text) + "\n\n";
+        out += format_timestamp(s.start, false, '.') + " --> " +
+               format_timestamp(s.end, false, '.') + "\n" + subtitle_text(s.text) + "\n\n";
       return out;
   }
   return out;

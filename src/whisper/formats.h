@@ -18,10 +18,6 @@ OutputFormat parse_output_format(std::string_view name);
 // The file extension: "txt", "json", "json", "srt", "vtt".
 const char* output_extension(OutputFormat f);
 
-// Seconds as "[HH:]MM:SS<marker>mmm", rounded to the millisecond (hours always when asked,
-// else only from an hour on).
-std::string subtitle_timestamp(double seconds, bool always_include_hours, char decimal_marker);
-
 struct TranscriptInfo {
   std::string task = "transcribe";
   double duration = 0;  // seconds of audio

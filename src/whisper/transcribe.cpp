@@ -63,8 +63,9 @@ void print_segment(const Segment& s) {
 
 }  // namespace
 
-std::string format_timestamp(double seconds) {
+std::string format_timestamp(double seconds, bool always_include_hours, char decimal_marker) {
   check_arg(seconds >= 0, "[whisper] format_timestamp: negative time");
+  // Python's round() rounds halves to even; std::nearbyint does too in the default mode.
   auto ms = int64_t(std::nearbyint(seconds * 1000.0));
   const int64_t hours = ms / 3600000;
   ms -= hours * 3600000;
@@ -73,12 +74,12 @@ std::string format_timestamp(double seconds) {
   const int64_t secs = ms / 1000;
   ms -= secs * 1000;
   char buf[128];  // room for any int64 fields (-Wformat-truncation)
-  if (hours > 0) {
-    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld.%03lld", (long long)hours,
-                  (long long)minutes, (long long)secs, (long long)ms);
+  if (always_include_hours || hours > 0) {
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld%c%03lld", (long long)hours,
+                  (long long)minutes, (long long)secs, decimal_marker, (long long)ms);
   } else {
-    std::snprintf(buf, sizeof buf, "%02lld:%02lld.%03lld", (long long)minutes, (long long)secs,
-                  (long long)ms);
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld%c%03lld", (long long)minutes, (long long)secs,
+                  decimal_marker, (long long)ms);
   }
   return buf;
 }

@@ -72,7 +72,9 @@ TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokeni
 TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                 const Tensor& padded_mel, const TranscribeOptions& options);
 
-// "MM:SS.mmm", or "HH:MM:SS.mmm" from an hour on (whisper/utils.py format_timestamp).
-std::string format_timestamp(double seconds);
+// "MM:SS.mmm", or "HH:MM:SS.mmm" from an hour on or when always_include_hours, rounded to
+// the millisecond (whisper/utils.py format_timestamp; SRT uses hours and ',').
+std::string format_timestamp(double seconds, bool always_include_hours = false,
+                             char decimal_marker = '.');
 
 }  // namespace parley

@@ -12,24 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/run_parley.h"
+
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run_parley(const std::string& args) {
-  const std::string cmd = std::string(PARLEY_BINARY_DIR) + "/parley " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using parley_test::run_parley;
 
 TEST(Cli, VersionPrintsProjectVersion) {
   auto r = run_parley("--version");
