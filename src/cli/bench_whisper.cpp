@@ -1,0 +1,169 @@
+// `parley bench whisper`: where the time of one transcription goes, as JSON lines (one per
+// stage, same style as `bench ops`): model load, log-mel, encoder per 30 s window, decoder
+// per token (a fixed number of forced steps, so the figure does not depend on where the
+// transcript ends), and the whole file end to end with its real-time factor and text.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audio/decode.h"
+#include "audio/mel.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "engine/error.h"
+#include "engine/threadpool.h"
+#include "whisper/decoding.h"
+#include "whisper/model.h"
+#include "whisper/tokenizer.h"
+#include "whisper/transcribe.h"
+
+namespace parley::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct BenchWhisperOptions {
+  std::string model;       // empty: the default tiny.en
+  std::string audio;       // any file load_audio reads
+  int runs = 3;            // repetitions of every timed stage (median reported)
+  int decode_tokens = 30;  // forced decoder steps per run
+  int threads = 0;         // 0: all hardware threads
+};
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Median milliseconds of `fn` over `runs` calls (no warm-up: the first call is a run).
+double median_ms(int runs, const std::function<void()>& fn) {
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    samples.push_back(ms_since(t0));
+  }
+  return median(samples);
+}
+
+// Milliseconds per decoder step over `steps` single-token steps after the sot sequence
+// (the prefill is not counted). Each step feeds the argmax of the previous raw row, eot
+// included, so exactly `steps` steps run whatever the audio says.
+double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int32_t>& prefix,
+                                  int steps) {
+  session.reset();
+  Tensor logits = session.decode(prefix);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    const int64_t n_vocab = logits.dim(1);
+    const float* last = logits.data<float>() + (logits.dim(0) - 1) * n_vocab;
+    const auto next = int32_t(std::max_element(last, last + n_vocab) - last);
+    logits = session.decode(std::span<const int32_t>(&next, 1));
+  }
+  return ms_since(t0) / steps;
+}
+
+void run_bench_whisper(const BenchWhisperOptions& opt) {
+  check_arg(opt.runs >= 1, "[bench] --runs must be >= 1");
+  check_arg(opt.decode_tokens >= 1, "[bench] --decode-tokens must be >= 1");
+  if (opt.threads > 0) set_cpu_threads(opt.threads);
+  const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
+
+  const auto t_load = Clock::now();
+  const auto model = WhisperModel::load(dir);
+  const fs::path json = fs::path(model->dir()) / "tokenizer.json";
+  check(fs::exists(json), ErrorKind::not_found,
+        "[bench] " + model->dir() + ": no tokenizer.json beside the weights");
+  const auto tokenizer = WhisperTokenizer::from_hf_json(json.string(), model->config().n_vocab);
+  const double load_ms = ms_since(t_load);
+  WhisperSession session(model);
+
+  const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const nlohmann::json common = {{"model", dir},
+                                 {"device", std::string(device_name(model->device()))},
+                                 {"dtype", std::string(dtype_name(model->dtype()))},
+                                 {"threads", cpu_threads().size()},
+                                 // oneDNN's OpenMP threads spin between GEMMs unless this
+                                 // is "passive"; on few cores that costs 10x per token.
+                                 {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : ""}};
+  auto emit = [&](nlohmann::json j) {
+    j.update(common);
+    std::cout << j.dump() << std::endl;
+  };
+  emit({{"bench", "whisper_load"}, {"ms", load_ms}});
+
+  std::vector<float> samples;
+  const double audio_ms = median_ms(opt.runs, [&] { samples = load_audio(opt.audio); });
+  const double audio_seconds = double(samples.size()) / kWhisperSampleRate;
+  emit({{"bench", "whisper_audio_decode"}, {"ms", audio_ms}, {"audio_seconds", audio_seconds}});
+
+  // The log-mel of the whole file as transcribe() computes it (with 30 s of padding).
+  const int n_mels = model->config().n_mels;
+  Tensor mel;
+  const double mel_ms =
+      median_ms(opt.runs, [&] { mel = log_mel_spectrogram(samples, n_mels, kChunkSamples); });
+  emit({{"bench", "whisper_mel"}, {"ms", mel_ms}, {"frames", mel.dim(1)}});
+
+  const Tensor window = pad_or_trim_frames(mel, kChunkFrames);  // encoder cost is shape-only
+  const double enc_ms = median_ms(opt.runs, [&] { session.encode(window); });
+  emit({{"bench", "whisper_encoder"}, {"ms_per_window", enc_ms}});
+
+  // The sot sequence of an English transcription (no prompt), as the first window starts.
+  const std::vector<int32_t> prefix =
+      initial_tokens(tokenizer, DecodingOptions{}, "en", model->config().n_text_ctx);
+  check_arg(int(prefix.size()) + opt.decode_tokens <= model->config().n_text_ctx,
+            "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +
+                " does not fit the decoder's " + std::to_string(model->config().n_text_ctx) +
+                " positions");
+  std::vector<double> per_token;
+  for (int i = 0; i < opt.runs; ++i)
+    per_token.push_back(forced_decode_ms_per_token(session, prefix, opt.decode_tokens));
+  const double tok_ms = median(per_token);
+  emit({{"bench", "whisper_decode"},
+        {"ms_per_token", tok_ms},
+        {"tokens_per_second", 1000.0 / tok_ms},
+        {"decode_tokens", opt.decode_tokens}});
+
+  // End to end, as `parley transcribe` does it: decode the file, log-mel, every window.
+  TranscribeResult result;
+  const double e2e_ms = median_ms(opt.runs, [&] {
+    const std::vector<float> s = load_audio(opt.audio);
+    result = transcribe(session, tokenizer, s, TranscribeOptions{});
+  });
+  emit({{"bench", "whisper_transcribe"},
+        {"ms", e2e_ms},
+        {"audio_seconds", audio_seconds},
+        {"rtf", e2e_ms / 1000.0 / audio_seconds},
+        {"segments", result.segments.size()},
+        {"text", result.text}});
+}
+
+}  // namespace
+
+void add_bench_whisper_subcommand(CLI::App& bench) {
+  auto opt = std::make_shared<BenchWhisperOptions>();
+  auto* cmd = bench.add_subcommand(
+      "whisper", "Load, mel, encoder, per-token decoder and end-to-end times of a transcription");
+  cmd->add_option("-m,--model", opt->model, "Model folder (default: the built-in tiny.en)");
+  cmd->add_option("--audio", opt->audio, "Audio file")->required();
+  cmd->add_option("--runs", opt->runs, "Repetitions per stage (median)")->capture_default_str();
+  cmd->add_option("--decode-tokens", opt->decode_tokens, "Forced decoder steps per run")
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  cmd->callback([opt] { run_bench_whisper(*opt); });
+}
+
+}  // namespace parley::cli
