@@ -1,11 +1,16 @@
 // parley: command-line entry point. Errors thrown inside are translated here, once, into
 // a message on stderr and an exit code per error kind.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "engine/error.h"
+#include "engine/ops/matmul.h"
 
 namespace {
 
@@ -20,15 +25,29 @@ int exit_code(parley::ErrorKind kind) {
   return 1;
 }
 
+// Debian's oneDNN runs GEMMs on OpenMP threads, which by default spin after each parallel
+// region and then take the cores from parley's own thread pool: decoding measured 4-10x
+// slower on a 2-core machine (bench/RESULTS.md). libgomp reads OMP_WAIT_POLICY once, when
+// it is loaded (before main), so the process re-executes itself once with it set. A value
+// the user set is kept.
+void ensure_passive_openmp(char** argv) {
+  if (std::strcmp(parley::cpu::gemm_provider(), "onednn") != 0) return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_passive_openmp(argv);
   CLI::App app{
       "parley: speech-to-text (Whisper) and chat inference, on NVIDIA GPUs and x86-64 CPUs"};
   app.set_version_flag("--version", std::string("parley ") + PARLEY_VERSION);
   app.require_subcommand(1);
   parley::cli::add_bench_command(app);
   parley::cli::add_inspect_command(app);
+  parley::cli::add_synth_command(app);
   parley::cli::add_transcribe_command(app);
   parley::cli::add_whisper_command(app);
   try {

@@ -23,9 +23,6 @@ struct RunResult {
 
 // `args` is pasted after the binary's path, unquoted: the caller quotes what needs it.
 inline RunResult run_parley(const std::string& args, bool separate_stderr = false) {
-  // oneDNN's OpenMP workers spin-wait between GEMMs by default, which on a small shared
-  // machine slows Whisper decoding about 10x (bench/RESULTS.md); a user's setting wins.
-  ::setenv("OMP_WAIT_POLICY", "passive", 0);
   const std::string err_file =
       testing::TempDir() + "/parley_stderr_" + std::to_string(::getpid()) + ".txt";
   const std::string cmd = std::string(PARLEY_BINARY_DIR) + "/parley " + args +
