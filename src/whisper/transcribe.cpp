@@ -64,7 +64,10 @@ void print_segment(const Segment& s) {
 }  // namespace
 
 std::string format_timestamp(double seconds, bool always_include_hours, char decimal_marker) {
-  check_arg(seconds >= 0, "[whisper] format_timestamp: negative time");
+  // A model that samples a timestamp after text in <|notimestamps|> mode gets a segment
+  // whose start lies before its window, as in the reference (whose formatter asserts);
+  // print such times as 0 rather than fail the whole transcript.
+  seconds = std::max(seconds, 0.0);
   // Python's round() rounds halves to even; std::nearbyint does too in the default mode.
   auto ms = int64_t(std::nearbyint(seconds * 1000.0));
   const int64_t hours = ms / 3600000;
