@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,8 +40,10 @@ std::string read_bytes(const fs::path& p) {
   return ss.str();
 }
 
+// Unique per process: ctest runs each test of this suite as its own process, in parallel.
 fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("parley_synth_test_" + name);
+  fs::path p =
+      fs::temp_directory_path() / ("parley_synth_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
