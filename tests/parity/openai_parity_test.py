@@ -62,19 +62,22 @@ def checkpoint_for(model_dir, cache_dir):
     return ckpt
 
 
-def run_reference(ckpt, paths, dump_dir):
+def run_reference(ckpt, paths, dump_dir, language=None):
     cmd = [sys.executable, os.path.join(REF_DIR, "openai_reference.py"), ckpt, *paths]
     if dump_dir:
         cmd += ["--dump-dir", dump_dir]
+    if language:
+        cmd += ["--language", language]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return {os.path.basename(r["file"]): r for r in res}
 
 
-def run_parley(parley, model_dir, path, out_dir):
+def run_parley(parley, model_dir, path, out_dir, language=None):
     os.makedirs(out_dir, exist_ok=True)
+    lang = ["--language", language] if language else []
     subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir], check=True, stdout=subprocess.DEVNULL)
+                    "-o", out_dir, *lang], check=True, stdout=subprocess.DEVNULL)
     stem = os.path.splitext(os.path.basename(path))[0]
     with open(os.path.join(out_dir, stem + ".json")) as f:
         return json.load(f)
@@ -113,29 +116,49 @@ def compare(ref, got):
     return ok, row
 
 
-def deep_compare(parley, model_dir, path, ref_dump, work):
-    """First-window mel / encoder / logits: parley whisper dump vs the reference's."""
+def deep_compare(parley, model_dir, path, ref_dump, work, language=None, stats=None,
+                 keep=False):
+    """First-window mel / encoder / logits: parley whisper dump vs the reference's.
+
+    Returns report lines; fills `stats` (when given) with max|d| per what (None where the
+    shapes differ), logits_steps (ref, parley), logits_first_argmax_diff and the smallest
+    top-2 gap of the reference's logits rows. With keep, parley's dumps stay in `work` as
+    <clip>.parley.<what>.npy."""
     import numpy as np
 
     base = os.path.basename(path)
     lines = []
+    stats = {} if stats is None else stats
+    lang = ["--language", language] if language else []
     for what in ("mel", "encoder", "logits"):
         ref_file = os.path.join(ref_dump, f"{base}.{what}.npy")
         out = os.path.join(work, f"{base}.parley.{what}.npy")
         subprocess.run([parley, "whisper", "dump", "--model", model_dir, "--audio", path,
-                        "--what", what, "--out", out], check=True, stdout=subprocess.DEVNULL)
+                        "--what", what, "--out", out, *lang], check=True,
+                       stdout=subprocess.DEVNULL)
         a, b = np.load(ref_file).astype(np.float64), np.load(out).astype(np.float64)
+        if not keep:
+            os.remove(out)
         if what != "logits":
             if a.shape != b.shape:
+                stats[what] = None
                 lines.append(f"    {what}: shapes {a.shape} vs {b.shape}")
             else:
-                lines.append(f"    {what}: max|d| {np.abs(a - b).max():.3e} (ref max|x| "
+                stats[what] = float(np.abs(a - b).max())
+                lines.append(f"    {what}: max|d| {stats[what]:.3e} (ref max|x| "
                              f"{np.abs(a).max():.3g})")
             continue
         n = min(len(a), len(b))
         d = np.abs(a[:n] - b[:n]).max(axis=1)
+        top2 = np.sort(a[:n], axis=1)[:, -2:]
+        stats["logits"] = float(d.max()) if n else None
+        stats["logits_ref_max"] = float(np.abs(a).max()) if len(a) else 0.0
+        stats["logits_steps"] = (len(a), len(b))
+        stats["logits_worst_step"] = int(d.argmax()) if n else None
+        stats["top2_gap_min"] = float((top2[:, 1] - top2[:, 0]).min()) if n else None
         arg_a, arg_b = a[:n].argmax(1), b[:n].argmax(1)
         diff_rows = np.nonzero(arg_a != arg_b)[0]
+        stats["logits_first_argmax_diff"] = int(diff_rows[0]) if len(diff_rows) else None
         lines.append(f"    logits: steps ref {len(a)} parley {len(b)}; max|d| over common steps "
                      f"{d.max():.3e}; first step with max|d| > 1e-3: "
                      f"{next((int(i) for i in np.nonzero(d > 1e-3)[0]), None)}; first raw-argmax "

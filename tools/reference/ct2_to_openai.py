@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ct2_reader import read_ct2  # noqa: E402
+from openai_ckpt import dims_from_state, save  # noqa: E402
 
 
 def convert(model_bin):
@@ -94,31 +95,8 @@ def convert(model_bin):
     ):
         raise ValueError("output projection differs from the token embedding (openai ties them)")
 
-    conv1 = sd["encoder.conv1.weight"]
-    d_audio = conv1.shape[0]
-    d_text = sd["decoder.token_embedding.weight"].shape[1]
-    dims = {
-        "n_mels": int(conv1.shape[1]),
-        "n_vocab": int(sd["decoder.token_embedding.weight"].shape[0]),
-        "n_audio_ctx": int(sd["encoder.positional_embedding"].shape[0]),
-        "n_audio_state": int(d_audio),
-        "n_audio_head": int(v["encoder/num_heads"]),
-        "n_audio_layer": n_enc,
-        "n_text_ctx": int(sd["decoder.positional_embedding"].shape[0]),
-        "n_text_state": int(d_text),
-        "n_text_head": int(v["decoder/num_heads"]),
-        "n_text_layer": n_dec,
-    }
+    dims = dims_from_state(sd, v["encoder/num_heads"], v["decoder/num_heads"])
     return dims, sd
-
-
-def save(dims, sd, out):
-    import torch
-
-    ckpt = {"dims": dims, "model_state_dict": {k: torch.from_numpy(a) for k, a in sd.items()}}
-    tmp = out + ".tmp"
-    torch.save(ckpt, tmp)
-    os.replace(tmp, out)
 
 
 def main(argv):

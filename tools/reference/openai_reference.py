@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Runs openai-whisper (the reference) on audio files and prints one JSON line per file.
 
-    openai_reference.py CHECKPOINT.pt FILE... [--dump-dir DIR] [--threads N]
+    openai_reference.py CHECKPOINT.pt FILE... [--dump-dir DIR] [--threads N] [--language L]
 
 CHECKPOINT is an openai-whisper checkpoint (tools/reference/ct2_to_openai.py makes one
-from a CTranslate2 model.bin). Each file goes through
+from a CTranslate2 model.bin, hf_to_openai.py from a Hugging Face layout). Each file goes
+through
     whisper.transcribe(model, path, temperature=0.0, condition_on_previous_text=True,
                        fp16=False, word_timestamps=False, verbose=None, language="en" on
-                       English-only models)
+                       English-only models, or language=L with --language L; otherwise
+                       the language is detected from the first window)
 fp32 on the CPU; the audio is decoded by whisper.load_audio, i.e. the ffmpeg CLI
 (ffmpeg -i FILE -f s16le -ac 1 -ar 16000), as parley's decoder reproduces. Each line:
     {"file", "text", "language", "segments": [{id, seek, start, end, text, tokens,
@@ -76,10 +78,12 @@ class _Recorder:
         whisper.decoding.PyTorchInference.logits = logits
 
 
-def transcribe(model, path):
+def transcribe(model, path, language=None):
     opts = dict(temperature=0.0, condition_on_previous_text=True, fp16=False,
                 word_timestamps=False, verbose=None)
-    if not model.is_multilingual:
+    if language:
+        opts["language"] = language
+    elif not model.is_multilingual:
         opts["language"] = "en"
     r = whisper.transcribe(model, path, **opts)
     keys = ("id", "seek", "start", "end", "text", "tokens", "avg_logprob",
@@ -98,6 +102,8 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--dump-dir", help="write <file>.{mel,encoder,logits}.npy here")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    ap.add_argument("--language", help="force this language (default: en on English-only "
+                    "models, else detected from the first window)")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -110,7 +116,7 @@ def main():
     for path in args.files:
         rec.reset()
         rec.active = bool(args.dump_dir)
-        out = transcribe(model, path)
+        out = transcribe(model, path, args.language)
         rec.active = False
         if args.dump_dir and rec.mel is not None:
             base = os.path.join(args.dump_dir, os.path.basename(path))
