@@ -84,10 +84,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
 
   const auto t_load = Clock::now();
   const auto model = WhisperModel::load(dir);
-  const fs::path json = fs::path(model->dir()) / "tokenizer.json";
-  check(fs::exists(json), ErrorKind::not_found,
-        "[bench] " + model->dir() + ": no tokenizer.json beside the weights");
-  const auto tokenizer = WhisperTokenizer::from_hf_json(json.string(), model->config().n_vocab);
+  const auto tokenizer = load_tokenizer(*model);
   const double load_ms = ms_since(t_load);
   WhisperSession session(model);
 

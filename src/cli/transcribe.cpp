@@ -31,13 +31,6 @@ struct TranscribeCliOptions {
   int threads = 0;
 };
 
-WhisperTokenizer load_tokenizer(const WhisperModel& model) {
-  const fs::path json = fs::path(model.dir()) / "tokenizer.json";
-  check(fs::exists(json), ErrorKind::not_found,
-        "[transcribe] " + model.dir() + ": no tokenizer.json beside the weights");
-  return WhisperTokenizer::from_hf_json(json.string(), model.config().n_vocab);
-}
-
 void print_segment(std::ostream& os, const Segment& s) {
   os << "[" << format_timestamp(s.start, false, '.') << " --> "
      << format_timestamp(s.end, false, '.') << "] " << s.text << std::endl;

@@ -70,13 +70,6 @@ class RecordingLogitsSource : public LogitsSource {
   std::vector<std::vector<float>> rows_;
 };
 
-WhisperTokenizer load_tokenizer(const WhisperModel& model) {
-  const fs::path json = fs::path(model.dir()) / "tokenizer.json";
-  check(fs::exists(json), ErrorKind::not_found,
-        "[whisper dump] " + model.dir() + ": no tokenizer.json beside the weights");
-  return WhisperTokenizer::from_hf_json(json.string(), model.config().n_vocab);
-}
-
 // The first window as transcribe_mel() cuts it: mel[:, 0 : min(3000, content)] padded
 // with zeros to 3000 frames in the log-mel domain (transcribe.cpp's file-local
 // mel_window(mel, 0, frames), rebuilt from the public pad_or_trim_frames).

@@ -91,4 +91,11 @@ void WhisperSession::truncate(int n) {
   n_cached_ = n;
 }
 
+WhisperTokenizer load_tokenizer(const WhisperModel& model) {
+  const std::filesystem::path json = std::filesystem::path(model.dir()) / "tokenizer.json";
+  check(std::filesystem::exists(json), ErrorKind::not_found,
+        "[whisper] " + model.dir() + ": no tokenizer.json beside the weights");
+  return WhisperTokenizer::from_hf_json(json.string(), model.config().n_vocab);
+}
+
 }  // namespace parley

@@ -17,6 +17,7 @@
 #include "engine/pool.h"
 #include "engine/tensor.h"
 #include "whisper/config.h"
+#include "whisper/tokenizer.h"
 #include "whisper/weights.h"
 
 namespace parley {
@@ -51,6 +52,10 @@ class WhisperModel {
   WhisperWeights weights_;
   LoadOptions opt_;
 };
+
+// The tokenizer of a loaded model: the tokenizer.json beside its weights (both the
+// CTranslate2 and the Hugging Face layouts carry one). Throws not_found without it.
+WhisperTokenizer load_tokenizer(const WhisperModel& model);
 
 // Per-request state. Not thread-safe; one session per concurrent request.
 class WhisperSession {
