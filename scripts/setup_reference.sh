@@ -7,19 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
+source scripts/lib/apt.sh
 
 packages=(python3 python3-venv python3-numpy python3-torch python3-numba ffmpeg)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup_reference: installing ${missing[*]}"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+install_missing "${packages[@]}"
 
 # The system python explicitly: a pyenv python first on PATH cannot see Debian's torch.
 venv=.venv-ref
