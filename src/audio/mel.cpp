@@ -3,7 +3,7 @@
 // made the reference's mel_filters.npz.
 #include "audio/mel.h"
 
-#include <kissfft/kiss_fftr.h>
+#include <kiss_fftr.h>  // kissfft::kissfft-float puts include/kissfft on the path
 
 #include <algorithm>
 #include <array>

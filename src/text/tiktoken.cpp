@@ -2,6 +2,7 @@
 #include "text/tiktoken.h"
 
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
