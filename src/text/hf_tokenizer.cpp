@@ -137,6 +137,20 @@ void add_vocab_and_merges(BpeConfig& config, const json& vocab, const json& merg
 
 char32_t byte_to_unicode(uint8_t byte) { return byte_table()[byte]; }
 
+std::string bytes_to_unicode(std::string_view bytes) {
+  std::string out;
+  for (char ch : bytes) {
+    const char32_t cp = byte_to_unicode(uint8_t(ch));
+    if (cp < 0x80) {
+      out += char(cp);
+    } else {  // the table's code points are all below U+0800: two UTF-8 bytes
+      out += char(0xc0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3f));
+    }
+  }
+  return out;
+}
+
 std::string unicode_to_bytes(std::string_view token, const std::string& name) {
   static const std::array<int16_t, 324> inverse = [] {
     std::array<int16_t, 324> inv;

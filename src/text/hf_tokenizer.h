@@ -41,6 +41,8 @@ BpeTokenizer bpe_from_ggml_vocab(std::span<const std::string> vocab, const std::
 // GPT-2's bytes_to_unicode: byte -> code point of the printable character that stands for
 // it in vocab.json / tokenizer.json strings.
 char32_t byte_to_unicode(uint8_t byte);
+// A token's bytes as that printable text, UTF-8 encoded (how vocab.json spells them).
+std::string bytes_to_unicode(std::string_view bytes);
 // Inverse over a UTF-8 token string; throws Error(invalid_argument) for a character that
 // stands for no byte.
 std::string unicode_to_bytes(std::string_view token, const std::string& name);

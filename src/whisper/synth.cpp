@@ -231,21 +231,6 @@ void write_weights(const fs::path& path, const WhisperConfig& config,
   check(bool(out), ErrorKind::internal, "[synth] " + path.string() + ": write failed");
 }
 
-// A token's bytes as GPT-2 byte-to-unicode text (vocab.json / tokenizer.json strings).
-std::string byte_level_text(std::string_view bytes) {
-  std::string out;
-  for (char ch : bytes) {
-    const char32_t cp = byte_to_unicode(uint8_t(ch));
-    if (cp < 0x80) {
-      out += char(cp);
-    } else {  // all below U+0800: two UTF-8 bytes
-      out += char(0xc0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3f));
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> synth_shape_names() {
@@ -438,11 +423,12 @@ void write_hf_tokenizer_files(const std::vector<std::string>& ranks, bool multil
   check_arg(whisper.eot() == int32_t(ranks.size()),
             "[synth] " + vocab_name + ": eot does not follow the ranks");
   json vocab = json::object();
-  for (size_t r = 0; r < ranks.size(); ++r) vocab[byte_level_text(ranks[r])] = int32_t(r);
+  for (size_t r = 0; r < ranks.size(); ++r) vocab[bytes_to_unicode(ranks[r])] = int32_t(r);
   json merges = json::array();
   std::string merges_txt = "#version: 0.2\n";
   for (const auto& [a, b] : merges_from_ranks(ranks)) {
-    std::string line = byte_level_text(ranks[size_t(a)]) + " " + byte_level_text(ranks[size_t(b)]);
+    std::string line =
+        bytes_to_unicode(ranks[size_t(a)]) + " " + bytes_to_unicode(ranks[size_t(b)]);
     merges_txt += line + "\n";
     merges.push_back(std::move(line));
   }
