@@ -20,6 +20,7 @@ int exit_code(parley::ErrorKind kind) {
     case parley::ErrorKind::not_found: return 3;
     case parley::ErrorKind::unsupported: return 4;
     case parley::ErrorKind::resource_exhausted: return 5;
+    case parley::ErrorKind::cancelled: return 130;
     case parley::ErrorKind::internal: return 1;
   }
   return 1;

@@ -8,7 +8,15 @@
 
 namespace parley {
 
-enum class ErrorKind { invalid_argument, not_found, unsupported, resource_exhausted, internal };
+// cancelled: the caller asked to stop (a client that disconnected); not a failure.
+enum class ErrorKind {
+  invalid_argument,
+  not_found,
+  unsupported,
+  resource_exhausted,
+  cancelled,
+  internal
+};
 
 std::string_view to_string(ErrorKind kind);
 

@@ -89,6 +89,7 @@ void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l
 
 Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
   using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
   check_arg(encoded_, "[whisper] decode: call encode() first");

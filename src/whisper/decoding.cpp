@@ -142,6 +142,8 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   float sum_logprobs = 0;  // f32, as the reference's sum_logprobs tensor
   std::vector<float> row;
   for (int i = 0; i < sample_len; ++i) {
+    check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
+          "[whisper] decoding cancelled");
     const Tensor logits =
         i == 0 ? source.decode(tokens) : source.decode(std::span<const int32_t>(&tokens.back(), 1));
     const int64_t want_rows = i == 0 ? int64_t(tokens.size()) : 1;
@@ -162,6 +164,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
     const int32_t next = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
     sum_logprobs += float(double(row[size_t(next)]) - logsumexp(row));
     tokens.push_back(next);
+    if (options.on_token) options.on_token(next);
     if (next == tokenizer.eot() || int(tokens.size()) > n_ctx) break;
   }
   source.reset();

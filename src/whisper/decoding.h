@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +78,12 @@ struct DecodingOptions {
   std::vector<int32_t> prefix;
   // Most tokens sampled; 0: n_text_ctx / 2 (224).
   int sample_len = 0;
+  // Called with every sampled token of this attempt as soon as it is chosen (before the
+  // fallback decides whether the attempt is kept), <|endoftext|> included.
+  std::function<void(int32_t)> on_token;
+  // Polled before every decoder step; when it returns true decoding throws
+  // Error(cancelled).
+  std::function<bool()> cancelled;
 };
 
 struct DecodingResult {

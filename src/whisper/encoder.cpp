@@ -105,6 +105,7 @@ void encoder_attention(Pool& pool, Tensor& x, const EncoderLayerWeights& l, int 
 
 void WhisperSession::encode(const Tensor& mel) {
   using namespace whisper;
+  g_encoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
   const int64_t frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;

@@ -3,6 +3,9 @@
 // session's Pool on the model's device, so a warm session allocates nothing per step.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "engine/pool.h"
 #include "engine/tensor.h"
 #include "whisper/weights.h"
@@ -22,5 +25,9 @@ void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWe
 Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head);
 // x [1, H, T, d_head] -> [T, H * d_head]
 Tensor merge_heads(Pool& pool, const Tensor& x);
+
+// Behind whisper_run_counters() (model.h).
+extern std::atomic<uint64_t> g_encoder_runs;
+extern std::atomic<uint64_t> g_decoder_runs;
 
 }  // namespace parley::whisper

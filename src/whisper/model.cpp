@@ -7,8 +7,18 @@
 
 #include "engine/error.h"
 #include "io/ctranslate2.h"
+#include "whisper/encoder.h"
 
 namespace parley {
+
+namespace whisper {
+std::atomic<uint64_t> g_encoder_runs{0};
+std::atomic<uint64_t> g_decoder_runs{0};
+}  // namespace whisper
+
+WhisperRunCounters whisper_run_counters() {
+  return {whisper::g_encoder_runs.load(), whisper::g_decoder_runs.load()};
+}
 namespace {
 
 namespace fs = std::filesystem;

@@ -22,6 +22,14 @@
 
 namespace parley {
 
+// Process-wide counts of Whisper forward passes (every model, every session), so tests
+// and /metrics can prove that work did or did not reach the network (the VAD gate).
+struct WhisperRunCounters {
+  uint64_t encoder_runs = 0;  // WhisperSession::encode calls
+  uint64_t decoder_runs = 0;  // WhisperSession::decode calls
+};
+WhisperRunCounters whisper_run_counters();
+
 struct LoadOptions {
   Device device = Device::cpu;  // where weights live and the forward pass runs
   DType dtype = DType::f32;     // weights and activations; f32 = the parity path

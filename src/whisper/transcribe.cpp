@@ -114,6 +114,8 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   decode.suppress_blank = o.suppress_blank;
   decode.suppress_tokens = o.suppress_tokens;
   decode.sample_len = o.sample_len;
+  decode.on_token = o.on_token;
+  decode.cancelled = o.cancelled;
 
   std::vector<int32_t> all_tokens;
   size_t prompt_reset_since = 0;

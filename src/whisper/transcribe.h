@@ -54,6 +54,10 @@ struct TranscribeOptions {
   // Called with every segment as soon as its window is done (after the empty-segment
   // clean-up), in order.
   std::function<void(const Segment&)> on_segment;
+  // Passed to every window's DecodingOptions (see decoding.h): every sampled token as it
+  // is chosen, and a poll that stops the transcript with Error(cancelled).
+  std::function<void(int32_t)> on_token;
+  std::function<bool()> cancelled;
 };
 
 struct TranscribeResult {

@@ -389,5 +389,30 @@ TEST(Decoding, ReferenceDecodeKeepsSpecialTextButDropsTimestamps) {
   EXPECT_EQ(reference_decode(tok, ids), " Hi<|de|>");
 }
 
+TEST(Decoding, OnTokenSeesEverySampledTokenAndCancelledStops) {
+  const auto& tok = english();
+  const int32_t tb = tok.timestamp_begin();
+  const int32_t hello = tok.encode(" Hello")[0];
+  ScriptedSource src(tok, {hello, hello, tb + 40, tok.eot()}, 3.0f);
+  DecodingOptions o;
+  std::vector<int32_t> seen;
+  o.on_token = [&](int32_t t) { seen.push_back(t); };
+  const DecodingResult r = decode_window(src, tok, silent_mel(), o);
+  EXPECT_EQ(seen, (std::vector<int32_t>{tb, hello, tb + 40, tok.eot()}));
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{tb, hello, tb + 40}));
+
+  ScriptedSource src2(tok, std::vector<int32_t>(100, 300), 0.0f);
+  int polls = 0;
+  o.on_token = nullptr;
+  o.cancelled = [&] { return ++polls > 3; };
+  try {
+    decode_window(src2, tok, silent_mel(), o);
+    FAIL() << "expected Error(cancelled)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::cancelled);
+  }
+  EXPECT_EQ(src2.calls.size(), 3u);  // three steps ran, the fourth poll stopped it
+}
+
 }  // namespace
 }  // namespace parley

@@ -274,7 +274,11 @@ TEST(TranscribeReal, JfkTinyEnMatchesTheReference) {
   WhisperSession session(model);
   const auto& tok = english();
   const auto samples = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  const WhisperRunCounters before = whisper_run_counters();
   const TranscribeResult r = transcribe(session, tok, samples, TranscribeOptions{});
+  const WhisperRunCounters after = whisper_run_counters();
+  EXPECT_EQ(after.encoder_runs - before.encoder_runs, 1u);                     // one window
+  EXPECT_EQ(after.decoder_runs - before.decoder_runs, kJfkTokens.size() + 1);  // + <|endoftext|>
   EXPECT_NE(r.text.find("ask not what your country can do for you"), std::string::npos) << r.text;
   std::vector<int32_t> tokens;
   for (const auto& s : r.segments) tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
