@@ -10,6 +10,7 @@ void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_transcribe_command(CLI::App& app);
+void add_vad_command(CLI::App& app);
 void add_whisper_command(CLI::App& app);
 // `bench whisper`, added by add_bench_command under its `bench` subcommand.
 void add_bench_whisper_subcommand(CLI::App& bench);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   parley::cli::add_inspect_command(app);
   parley::cli::add_synth_command(app);
   parley::cli::add_transcribe_command(app);
+  parley::cli::add_vad_command(app);
   parley::cli::add_whisper_command(app);
   try {
     app.parse(argc, argv);

@@ -5,10 +5,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "audio/decode.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/vad_gate.h"
 #include "engine/threadpool.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
@@ -29,6 +31,8 @@ struct TranscribeCliOptions {
   std::string output_dir;
   bool no_timestamps = false;
   int threads = 0;
+  VadGateOptions vad;
+  bool run_stats = false;  // print Whisper's encoder/decoder run counts to stderr
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -39,9 +43,13 @@ void print_segment(std::ostream& os, const Segment& s) {
 void run_transcribe(const TranscribeCliOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
-  const auto model = WhisperModel::load(dir);
-  const WhisperTokenizer tokenizer = load_tokenizer(*model);
-  WhisperSession session(model);
+  // Whisper loads at the first file that needs it: with --vad, audio without speech
+  // never loads or runs it.
+  std::shared_ptr<const WhisperModel> model;
+  std::optional<WhisperTokenizer> tokenizer;
+  std::unique_ptr<WhisperSession> session;
+  const std::unique_ptr<VadGate> gate =
+      opt.vad.enabled ? std::make_unique<VadGate>(opt.vad) : nullptr;
 
   const bool to_files = !opt.output_dir.empty();
   const bool document = !opt.format.empty();
@@ -59,7 +67,17 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   for (const auto& file : opt.files) {
     const std::vector<float> samples = load_audio(file);
     if (opt.files.size() > 1) progress << "== " << file << std::endl;
-    const TranscribeResult result = transcribe(session, tokenizer, samples, t);
+    TranscribeResult result;
+    if (gate && !gate->has_speech(samples)) {
+      std::cerr << "[vad] " << file << ": no speech" << std::endl;
+    } else {
+      if (!model) {
+        model = WhisperModel::load(dir);
+        tokenizer.emplace(load_tokenizer(*model));
+        session = std::make_unique<WhisperSession>(model);
+      }
+      result = transcribe(*session, *tokenizer, samples, t);
+    }
     const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0};
     const std::string text = format_transcript(result, format, info);
     if (to_files) {
@@ -71,6 +89,11 @@ void run_transcribe(const TranscribeCliOptions& opt) {
     } else if (document) {
       std::cout << text << std::flush;
     }
+  }
+  if (opt.run_stats) {
+    const WhisperRunCounters runs = whisper_run_counters();
+    std::cerr << "whisper runs: encoder " << runs.encoder_runs << ", decoder " << runs.decoder_runs
+              << std::endl;
   }
 }
 
@@ -91,6 +114,9 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", opt->output_dir, "Write <file>.<format> here");
   cmd->add_flag("--no-timestamps", opt->no_timestamps, "Decode without timestamps");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  add_vad_gate_options(cmd, opt->vad);
+  cmd->add_flag("--run-stats", opt->run_stats,
+                "Print how many times Whisper's encoder and decoder ran (stderr)");
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 
