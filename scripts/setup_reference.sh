@@ -29,6 +29,13 @@ pins=(
   regex==2024.11.6
   tqdm==4.67.1
   more-itertools==10.7.0
+  # Silero VAD parity (tests/parity/vad_parity_test.py): onnxruntime runs the ONNX file;
+  # its Requires-Dist coloredlogs, flatbuffers, protobuf, sympy serve its tools, not
+  # InferenceSession, so they are left out. silero-vad needs packaging at import (and
+  # torchaudio, only for audio files: tools/reference/vad_reference.py stubs it).
+  onnxruntime==1.20.1
+  silero-vad==6.2.1
+  packaging==24.2
 )
 need=()
 for pin in "${pins[@]}"; do
@@ -43,3 +50,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 "$venv/bin/python" -c 'import torch, numba, whisper; print("setup_reference: openai-whisper", whisper.__version__, "torch", torch.__version__, "numba", numba.__version__)'
+"$venv/bin/python" -c 'import onnxruntime; print("setup_reference: onnxruntime", onnxruntime.__version__)'
