@@ -41,6 +41,23 @@ if ! echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --status 2>/dev/n
   echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --quiet
 fi
 
+# The default Silero VAD model (`parley vad`, `transcribe --vad`): silero_vad.onnx (v6.2)
+# from the pinned silero-vad wheel, next to the Whisper model.
+vad_dir="$parley_home/models/silero-vad"
+vad_wheel_sha256=09de93c4d874bb19c53e62a47dd38be5f163cedad2b5599583231f2a84ef79cb
+vad_sha256=1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3
+if ! echo "$vad_sha256  $vad_dir/silero_vad.onnx" | sha256sum -c --status 2>/dev/null; then
+  echo "setup: installing Silero VAD v6.2 into $vad_dir"
+  vad_tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$vad_tmp" silero-vad==6.2.1
+  echo "$vad_wheel_sha256  $vad_tmp/silero_vad-6.2.1-py3-none-any.whl" | sha256sum -c --quiet
+  mkdir -p "$vad_dir"
+  unzip -o -q -j "$vad_tmp/silero_vad-6.2.1-py3-none-any.whl" 'silero_vad/data/silero_vad.onnx' \
+    -d "$vad_dir"
+  rm -rf "$vad_tmp"
+  echo "$vad_sha256  $vad_dir/silero_vad.onnx" | sha256sum -c --quiet
+fi
+
 # The reference implementations the parity tests run (Debian's CPU torch, pinned
 # openai-whisper from PyPI) in .venv-ref.
 scripts/setup_reference.sh

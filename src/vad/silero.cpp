@@ -113,10 +113,19 @@ SileroNet read_net(const io::TensorMap& map, const std::string& source, const st
   return net;
 }
 
+// Eight independent partial sums: without -ffast-math the compiler may not reorder one
+// running sum, so a plain loop is a serial chain of adds; eight
+// lanes vectorize as they stand: 60 s of audio took 1.07 s of CPU with one sum, 0.20 s
+// with eight (SSE2 baseline build). The order differs from onnxruntime's anyway (1e-6).
 float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
