@@ -49,7 +49,8 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   std::optional<WhisperTokenizer> tokenizer;
   std::unique_ptr<WhisperSession> session;
   const std::unique_ptr<VadGate> gate =
-      opt.vad.enabled ? std::make_unique<VadGate>(opt.vad) : nullptr;
+      (opt.vad.enabled || opt.vad.filter) ? std::make_unique<VadGate>(opt.vad) : nullptr;
+  std::optional<vad::SpeechTimeMap> time_map;  // --vad-filter: collected -> file times
 
   const bool to_files = !opt.output_dir.empty();
   const bool document = !opt.format.empty();
@@ -62,21 +63,34 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   if (!opt.language.empty()) t.language = opt.language;
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
-  t.on_segment = [&](const Segment& s) { print_segment(progress, s); };
+  auto restore = [&](Segment s) {
+    if (time_map) {
+      s.start = time_map->original_time(s.start);
+      s.end = time_map->original_time(s.end, true);
+    }
+    return s;
+  };
+  t.on_segment = [&](const Segment& s) { print_segment(progress, restore(s)); };
 
   for (const auto& file : opt.files) {
     const std::vector<float> samples = load_audio(file);
     if (opt.files.size() > 1) progress << "== " << file << std::endl;
     TranscribeResult result;
-    if (gate && !gate->has_speech(samples)) {
+    const auto speech = gate ? gate->speech(samples) : std::vector<vad::SpeechSegment>{};
+    time_map.reset();
+    if (gate && speech.empty()) {
       std::cerr << "[vad] " << file << ": no speech" << std::endl;
     } else {
+      if (gate && gate->filter()) time_map.emplace(speech, 16000);
       if (!model) {
         model = WhisperModel::load(dir);
         tokenizer.emplace(load_tokenizer(*model));
         session = std::make_unique<WhisperSession>(model);
       }
-      result = transcribe(*session, *tokenizer, samples, t);
+      const std::vector<float> collected =
+          time_map ? vad::collect_speech(samples, speech) : std::vector<float>{};
+      result = transcribe(*session, *tokenizer, time_map ? collected : samples, t);
+      for (auto& s : result.segments) s = restore(s);
     }
     const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0};
     const std::string text = format_transcript(result, format, info);

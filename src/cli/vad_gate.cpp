@@ -15,6 +15,9 @@ void add_vad_gate_options(CLI::App* cmd, VadGateOptions& o) {
   cmd->add_flag("--vad", o.enabled,
                 "Run Silero VAD first: audio without speech gives an empty transcript and "
                 "never reaches Whisper");
+  cmd->add_flag("--vad-filter", o.filter,
+                "With --vad: Whisper hears only the speech (silences of 2 s or more cut out, "
+                "400 ms padding); times map back to the file");
   cmd->add_option("--vad-model", o.model,
                   "Silero VAD .onnx or .safetensors (default: " + default_vad_model_path() + ")");
   cmd->add_option("--vad-threshold", o.threshold, "Speech probability threshold")
@@ -23,12 +26,14 @@ void add_vad_gate_options(CLI::App* cmd, VadGateOptions& o) {
 }
 
 VadGate::VadGate(const VadGateOptions& o)
-    : model_(vad::SileroModel::load(o.model.empty() ? default_vad_model_path() : o.model)) {
+    : filter_(o.filter),
+      model_(vad::SileroModel::load(o.model.empty() ? default_vad_model_path() : o.model)) {
+  if (filter_) speech_ = vad::filter_speech_options();
   speech_.threshold = o.threshold;
 }
 
-bool VadGate::has_speech(std::span<const float> samples) const {
-  return vad::has_speech(*model_, samples, 16000, speech_);
+std::vector<vad::SpeechSegment> VadGate::speech(std::span<const float> samples) const {
+  return vad::speech_timestamps(*model_, samples, 16000, speech_);
 }
 
 }  // namespace parley::cli

@@ -1,6 +1,8 @@
 // The Silero VAD gate in front of Whisper, for the CLI commands: the --vad flags, where the
 // VAD model lives by default, and the one question the gate asks (is there any speech?).
 // Audio without speech never reaches Whisper: the caller skips loading and running it.
+// With --vad-filter, Whisper hears only the speech (faster-whisper's vad_filter) and its
+// segment times are mapped back to the file's timeline.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,6 +12,8 @@
 
 #include "vad/segments.h"
 #include "vad/silero.h"
+#include "vad/speech_map.h"
+#include "whisper/segments.h"
 
 namespace parley::cli {
 
@@ -19,20 +23,24 @@ std::string default_vad_model_path();
 
 struct VadGateOptions {
   bool enabled = false;
-  std::string model;  // empty: default_vad_model_path()
+  bool filter = false;  // transcribe only the speech (implies enabled)
+  std::string model;    // empty: default_vad_model_path()
   double threshold = 0.5;
 };
 
-// --vad, --vad-model, --vad-threshold on `cmd`.
+// --vad, --vad-filter, --vad-model, --vad-threshold on `cmd`.
 void add_vad_gate_options(CLI::App* cmd, VadGateOptions& options);
 
 class VadGate {
  public:
   explicit VadGate(const VadGateOptions& options);  // loads the model
-  // Whether 16 kHz mono `samples` hold at least one speech segment.
-  bool has_speech(std::span<const float> samples) const;
+  // The speech segments of 16 kHz mono `samples` (get_speech_timestamps' options, or
+  // faster-whisper's vad_filter options with --vad-filter); empty: no speech.
+  std::vector<vad::SpeechSegment> speech(std::span<const float> samples) const;
+  bool filter() const { return filter_; }
 
  private:
+  bool filter_;
   std::shared_ptr<const vad::SileroModel> model_;
   vad::SpeechOptions speech_;
 };

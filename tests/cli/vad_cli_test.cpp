@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -166,6 +168,48 @@ TEST(VadGateCli, RealModelRunsOnlyOnSpeech) {
                  true);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("whisper runs: encoder 1, decoder "));
+}
+
+// The int16 samples of a PCM s16 WAV's "data" chunk, as floats.
+std::vector<float> read_wav_s16(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(f), {});
+  const size_t data = bytes.find("data");
+  EXPECT_NE(data, std::string::npos);
+  std::vector<float> out((bytes.size() - data - 8) / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int16_t v;
+    std::memcpy(&v, bytes.data() + data + 8 + 2 * i, 2);
+    out[i] = float(v) / 32768.0f;
+  }
+  return out;
+}
+
+TEST(VadGateCli, FilterMapsTimesBackToTheFile) {
+  if (!fs::exists(tiny_en_dir() + "/model.bin")) GTEST_SKIP() << "no tiny.en at " << tiny_en_dir();
+  // 8 s of silence, jfk.wav (speech from about 0.3 s to 10.6 s), 8 s of silence.
+  std::vector<float> audio(16000 * 8, 0.0f);
+  const auto jfk = read_wav_s16(kJfk);
+  audio.insert(audio.end(), jfk.begin(), jfk.end());
+  audio.insert(audio.end(), size_t(16000 * 8), 0.0f);
+  const std::string wav = write_wav("padded_jfk", audio);
+  const auto r = run_parley("transcribe --vad-filter --vad-model " + kV62 + " --model " +
+                                tiny_en_dir() + " -f verbose_json " + wav,
+                            true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_THAT(j["text"].get<std::string>(), HasSubstr("ask not what your country can do for you"));
+  const auto& segs = j["segments"];
+  ASSERT_FALSE(segs.empty());
+  // Whisper heard only the speech, [7.952 s, 19.408 s) of the file (`parley vad` with the
+  // filter's options: 2 s silences, 400 ms padding): its times come back on the file's
+  // timeline (unmapped they would start near 0). tiny.en ends its last segment at 12.48 s
+  // of the 11.46 s it heard (a timestamp past the audio, as Whisper may predict), so the
+  // end is bounded loosely.
+  EXPECT_GE(segs.front()["start"].get<double>(), 7.9);
+  EXPECT_LE(segs.front()["start"].get<double>(), 8.5);
+  EXPECT_GE(segs.back()["end"].get<double>(), 17.5);
+  EXPECT_LE(segs.back()["end"].get<double>(), 21.0);
 }
 
 }  // namespace
