@@ -1,5 +1,6 @@
-// Silero VAD (snakers4/silero-vad, MIT), v5 and v6 generation, native: the network that
-// turns 32 ms of audio into a speech probability, and its streaming state.
+// Silero VAD (snakers4/silero-vad, MIT), the v5/v6 network (held to onnxruntime for
+// v5.1.2 and v6.2), native: 32 ms of audio in, a speech probability out, and the
+// streaming state carried between chunks.
 //
 // The network, per chunk of N samples (N = 512 at 16 kHz, 256 at 8 kHz), as the
 // reference's TorchScript model (silero_vad.jit, `_model` / `_model_8k`) and its ONNX
@@ -18,7 +19,8 @@
 //   state  = stack(h, c)                                     [2, B, 128]
 // The 16 kHz and 8 kHz networks have separate weights (the two branches of the ONNX
 // file's If node); the safetensors export (silero_vad_16k.safetensors, the pip package's
-// tinygrad model) holds one 16 kHz network under other names.
+// tinygrad model) holds one 16 kHz network under other names, with weights of its own (not
+// v6.2's; docs/ARCHITECTURE.md, "Silero VAD").
 //
 // Weights are immutable and shared (SileroModel); each stream's state (h, c, context)
 // lives in a SileroState, so one model serves any number of streams and threads.
