@@ -69,7 +69,8 @@ def convert(src, weights_file, kind, args, cache_dir, vocab_dir):
 
 
 def synth_model(parley, shape, cache_dir, vocab):
-    d = os.path.join(cache_dir, f"synth-whisper-{shape}-seed0")
+    # Not the openai synth test's folder: ctest -j may run both at once.
+    d = os.path.join(cache_dir, f"layouts-synth-whisper-{shape}-seed0")
     if not os.path.exists(os.path.join(d, "model.safetensors")):
         tmp = d + ".tmp"
         subprocess.run([parley, "synth", "whisper", "--shape", shape, "--seed", "0", "-o", tmp,

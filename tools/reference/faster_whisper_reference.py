@@ -9,7 +9,9 @@ as the real tiny.en. Each file is decoded as openai-whisper's load_audio does (t
 -f s16le -ac 1 -acodec pcm_s16le -ar 16000, divided by 32768; the samples parley's decoder
 reproduces) and passed to WhisperModel.transcribe as an array, with the options that make it
 follow openai-whisper's transcribe() as parley does:
-    beam_size=1 (greedy at temperature 0), best_of=1, temperature=(0.0, 0.2, ..., 1.0),
+    beam_size=1, best_of=1, temperature=0.0 (greedy, no fallback: openai_reference.py's
+    setting and `parley transcribe`'s default; sampling at temperature > 0 draws from each
+    implementation's own random generator, so it cannot be compared token for token),
     condition_on_previous_text=True, without_timestamps=False, vad_filter=False,
     word_timestamps=False, compression_ratio_threshold=2.4, log_prob_threshold=-1.0,
     no_speech_threshold=0.6, language="en" on English-only models (or L)
@@ -38,7 +40,7 @@ def load_audio(path, sr=16000):
 def transcribe(model, path, language):
     segments, info = model.transcribe(
         load_audio(path), language=language, task="transcribe", beam_size=1, best_of=1,
-        temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], condition_on_previous_text=True,
+        temperature=0.0, condition_on_previous_text=True,
         without_timestamps=False, vad_filter=False, word_timestamps=False,
         compression_ratio_threshold=2.4, log_prob_threshold=-1.0, no_speech_threshold=0.6)
     segs = []
