@@ -63,6 +63,9 @@ def main():
     from transformers import (GenerationConfig, WhisperFeatureExtractor,
                               WhisperForConditionalGeneration)
 
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 parity
+        torch.backends.cudnn.allow_tf32 = False
     os.makedirs(args.out_dir, exist_ok=True)
     model = WhisperForConditionalGeneration.from_pretrained(
         args.model_dir, attn_implementation="eager", torch_dtype=torch.float32)
