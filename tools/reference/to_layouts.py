@@ -16,10 +16,10 @@ mlx (ml-explore/mlx-examples whisper/convert.py and mlx_whisper/whisper.py):
   - weights: every parameter of mlx's Whisper module: openai names with mlp.0 / mlp.2 renamed
     mlp1 / mlp2, conv weights swapaxes(1, 2) (channels-last [out, kernel, in]), no
     encoder.positional_embedding (mlx computes the sinusoids), and "alignment_heads", an int64
-    [n, 2] array of (layer, head) (by default all heads of the last half of the decoder
-    layers). convert.py writes weights.safetensors (mx.save_safetensors, metadata
-    {"format": "mlx"}); its older version wrote weights.npz (np.savez). --dtype float16 is
-    convert.py's default.
+    [n, 2] array of (layer, head) (the source's own list when it has one, else mlx's
+    default: all heads of the last half of the decoder layers). convert.py writes
+    weights.safetensors (mx.save_safetensors, metadata {"format": "mlx"}); its older
+    version wrote weights.npz (np.savez). --dtype float16 is convert.py's default.
 ggml (ggerganov/whisper.cpp models/convert-pt-to-ggml.py):
   - int32 magic 0x67676d6c, the 10 dims in file order (n_vocab, n_audio_ctx, n_audio_state,
     n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels),
@@ -67,6 +67,20 @@ def default_alignment_heads(dims):
     return np.ascontiguousarray(np.asarray(heads.nonzero()).T, dtype=np.int64)
 
 
+def source_alignment_heads(src):
+    """The source's own (layer, head) list: CTranslate2's config.json or transformers'
+    generation_config.json "alignment_heads"; None when it has none. convert.py likewise
+    sets the official models' heads (set_alignment_heads) and keeps the default otherwise."""
+    for name in ("config.json", "generation_config.json"):
+        path = os.path.join(src, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                heads = json.load(f).get("alignment_heads")
+            if heads:
+                return np.ascontiguousarray(heads, dtype=np.int64).reshape(-1, 2)
+    return None
+
+
 def cast(a, dtype):
     """float32 array -> float32 / float16 / bfloat16 (as uint16 bits, round to nearest even)."""
     if dtype == "float32":
@@ -112,7 +126,9 @@ def to_mlx(src, out_dir, fmt, dtype):
         if "conv" in name and a.ndim == 3:
             a = a.swapaxes(1, 2)  # [out, in, k] -> [out, k, in]
         weights[name] = cast(a, dtype)
-    heads = default_alignment_heads(dims)
+    heads = source_alignment_heads(src)
+    if heads is None:
+        heads = default_alignment_heads(dims)
     os.makedirs(out_dir, exist_ok=True)
     if fmt == "safetensors":
         weights["alignment_heads"] = (heads, "I64")
