@@ -19,7 +19,8 @@ ggml F32 and synth -> mlx safetensors float32). Each converted model goes throug
     computes the sinusoids itself, in float32, where the originals store them float16 or
     rounded once from double). Measured (2026-11-30): tiny.en 7.2e-3 (1.9e-4 x 38.2),
     synthetic tiny 0.108 (3.1e-3 x 34.7: its LayerNorm gains of ~16 amplify).
-Converted models are cached under --cache-dir, keyed by the source weights' sha256.
+Converted models are cached under --cache-dir, keyed by the sha256 of the source weights
+and of to_layouts.py.
 Exits 77 (ctest SKIP_RETURN_CODE) without the model, the clip or NumPy.
 """
 import argparse
@@ -47,7 +48,9 @@ def sha256(path):
 
 def convert(src, weights_file, kind, args, cache_dir, vocab_dir):
     """Runs to_layouts.py once per (source digest, kind); returns the model path."""
-    digest = sha256(os.path.join(src, weights_file))[:16]
+    # Keyed by the converter too, so a changed to_layouts.py never reuses old output.
+    digest = hashlib.sha256((sha256(os.path.join(src, weights_file)) +
+                             sha256(TO_LAYOUTS)).encode()).hexdigest()[:16]
     out = os.path.join(cache_dir, f"layout-{digest}-{kind}")
     done = out + ".done"
     if not os.path.exists(done):
