@@ -235,6 +235,50 @@ TEST(WhisperLayouts, MlxSafetensorsF16) {
   fs::remove_all(dir);
 }
 
+// The file write_mlx makes, plus mlx-whisper's int64 alignment_heads tensor (the
+// safetensors writer has no I64: the entry is spliced into its header).
+void add_int64_tensor(const fs::path& file, const std::string& name, const Shape& shape,
+                      const std::vector<int64_t>& values) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  const std::string data = bytes.substr(8 + n);
+  header.erase(header.find_last_not_of(' ') + 1);  // the writer's padding
+  std::string dims;
+  for (int i = 0; i < shape.ndim(); ++i) dims += (i ? "," : "") + std::to_string(shape[i]);
+  header.pop_back();  // the closing brace
+  header += ",\"" + name + "\":{\"dtype\":\"I64\",\"shape\":[" + dims + "],\"data_offsets\":[" +
+            std::to_string(data.size()) + "," + std::to_string(data.size() + 8 * values.size()) +
+            "]}}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  const uint64_t len = header.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << header << data;
+  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(8 * values.size()));
+}
+
+TEST(WhisperLayouts, MlxAlignmentHeads) {
+  const fs::path dir = write_mlx("parley_mlx_heads", DType::f16);
+  add_int64_tensor(dir / "weights.safetensors", "alignment_heads", {2, 2}, {0, 1, 0, 0});
+  const std::vector<std::pair<int, int>> want = {{0, 1}, {0, 0}};
+  EXPECT_EQ(WhisperModel::load(dir.string())->config().alignment_heads, want);
+  // Not [n, 2]; a head outside the decoder.
+  io::write_safetensors((dir / "weights.safetensors").string(),
+                        mlx_tensors(openai_state(), DType::f16));
+  add_int64_tensor(dir / "weights.safetensors", "alignment_heads", {3}, {0, 1, 0});
+  std::string msg = load_error(dir.string());
+  EXPECT_NE(msg.find("alignment_heads has shape [3], expected [n, 2]"), std::string::npos) << msg;
+  io::write_safetensors((dir / "weights.safetensors").string(),
+                        mlx_tensors(openai_state(), DType::f16));
+  add_int64_tensor(dir / "weights.safetensors", "alignment_heads", {1, 2}, {0, 2});
+  msg = load_error(dir.string());
+  EXPECT_NE(msg.find("alignment head (0, 2) is outside the decoder"), std::string::npos) << msg;
+  fs::remove_all(dir);
+}
+
 TEST(WhisperLayouts, MlxBf16ConvertsToF32) {
   const fs::path dir = write_mlx("parley_mlx_bf16", DType::bf16);
   const auto m = WhisperModel::load(dir.string());
