@@ -23,6 +23,15 @@ fi
 # tiktoken (and triton on Linux x86_64, only for its GPU timing kernels: not needed).
 # tiktoken needs regex at import (requests only to download encodings, which whisper
 # does not: it ships its vocabularies).
+#
+# faster-whisper 1.2.1 requires ctranslate2, tokenizers, huggingface-hub, av, tqdm and
+# onnxruntime; it imports onnxruntime only inside its VAD functions (not used by the parity
+# test: vad_filter=False), so onnxruntime is not pinned here for it. av is imported at
+# start-up (15.1.0: the newest with a cp311 wheel before 16). huggingface-hub 0.30.2 needs
+# filelock, fsspec, packaging (pyyaml, requests, typing-extensions: Debian's).
+# transformers 4.48.3 is the newest whose torch extra accepts Debian's torch 1.13
+# (4.49.0 requires torch>=2.0); it needs tokenizers <0.22,>=0.21, safetensors,
+# huggingface-hub, regex.
 pins=(
   openai-whisper==20250625
   tiktoken==0.9.0
@@ -36,6 +45,15 @@ pins=(
   onnxruntime==1.20.1
   silero-vad==6.2.1
   packaging==24.2
+  faster-whisper==1.2.1
+  ctranslate2==4.6.0
+  av==15.1.0
+  tokenizers==0.21.1
+  huggingface-hub==0.30.2
+  filelock==3.18.0
+  fsspec==2025.3.2
+  transformers==4.48.3
+  safetensors==0.5.3
 )
 need=()
 for pin in "${pins[@]}"; do
@@ -51,3 +69,4 @@ fi
 
 "$venv/bin/python" -c 'import torch, numba, whisper; print("setup_reference: openai-whisper", whisper.__version__, "torch", torch.__version__, "numba", numba.__version__)'
 "$venv/bin/python" -c 'import onnxruntime; print("setup_reference: onnxruntime", onnxruntime.__version__)'
+"$venv/bin/python" -c 'import faster_whisper, ctranslate2, transformers; print("setup_reference: faster-whisper", faster_whisper.__version__, "ctranslate2", ctranslate2.__version__, "transformers", transformers.__version__)'

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "io/model_file.h"
+#include "whisper/model.h"
 
 namespace parley::cli {
 namespace {
@@ -27,9 +28,13 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 void run_inspect(const InspectOptions& opt) {
   const std::string path = opt.path.empty() ? default_model_dir() : opt.path;
   const io::ModelSummary s = io::summarize_model(path);
+  // The Whisper layout WhisperModel::load would read (file names and magic only).
+  const auto whisper = detect_whisper_layout(path);
+  const std::string layout = whisper ? layout_name(whisper->layout) : "";
   if (opt.json) {
     nlohmann::json j = {{"path", s.path},
                         {"format", io::format_name(s.format)},
+                        {"whisper_layout", whisper ? nlohmann::json(layout) : nlohmann::json()},
                         {"parameters", s.parameter_count},
                         {"metadata", nlohmann::json::object()},
                         {"tensors", nlohmann::json::array()}};
@@ -40,8 +45,9 @@ void run_inspect(const InspectOptions& opt) {
     return;
   }
   std::cout << s.path << "\n"
-            << "format: " << io::format_name(s.format) << "\n"
-            << "tensors: " << s.tensors.size() << ", parameters: " << s.parameter_count << "\n";
+            << "format: " << io::format_name(s.format) << "\n";
+  if (whisper) std::cout << "whisper layout: " << layout << "\n";
+  std::cout << "tensors: " << s.tensors.size() << ", parameters: " << s.parameter_count << "\n";
   for (const auto& [k, v] : s.metadata) std::cout << "  " << k << ": " << v << "\n";
   size_t shown = 0;
   for (const auto& t : s.tensors) {

@@ -78,6 +78,14 @@ void add_tensors(ModelSummary& s, const TensorMap& tensors) {
   }
 }
 
+// Integer index arrays (e.g. mlx-whisper's alignment_heads), listed as "i64".
+void add_int64(ModelSummary& s, const std::map<std::string, Int64Array>& arrays) {
+  for (const auto& [name, a] : arrays) {
+    s.tensors.push_back({name, "i64", {a.shape.begin(), a.shape.end()}});
+    s.parameter_count += a.shape.numel();
+  }
+}
+
 std::string gguf_value_text(const GgufValue& v) {
   return std::visit(
       [](const auto& x) -> std::string {
@@ -166,9 +174,17 @@ ModelSummary summarize_model(const std::string& path) {
       const SafetensorsFile f = read_safetensors(s.path);
       for (const auto& [k, v] : f.metadata) s.metadata.push_back({k, v});
       add_tensors(s, f.tensors);
+      add_int64(s, f.int64_tensors);
       break;
     }
-    case ModelFormat::npz: add_tensors(s, read_npz(s.path)); break;
+    case ModelFormat::npz: {
+      std::map<std::string, Int64Array> int64;
+      NpzOptions options;
+      options.int64_arrays = &int64;
+      add_tensors(s, read_npz(s.path, options));
+      add_int64(s, int64);
+      break;
+    }
     case ModelFormat::gguf: summarize_gguf(s); break;
     case ModelFormat::ggml_whisper: summarize_ggml(s); break;
     case ModelFormat::ctranslate2: summarize_ctranslate2(s); break;

@@ -165,11 +165,8 @@ std::string_view descr_of(DType t) {
   return "?";
 }
 
-}  // namespace
-
-Tensor parse_npy(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner,
-                 const std::string& source) {
-  ByteReader r(bytes, source);
+// Reads the magic, version and header dict; leaves `r` at the data.
+Header read_header(ByteReader& r, std::span<const uint8_t> bytes, const std::string& source) {
   check_arg(bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 6) == 0,
             source + ": not a .npy array (bad magic)");
   r.skip(6);
@@ -187,14 +184,22 @@ Tensor parse_npy(std::span<const uint8_t> bytes, std::shared_ptr<const void> own
       HeaderParser(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
                    source)
           .parse();
+  return h;
+}
 
+}  // namespace
+
+Tensor parse_npy(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner,
+                 const std::string& source) {
+  ByteReader r(bytes, source);
+  const Header h = read_header(r, bytes, source);
+  check(!h.fortran_order || h.shape.size() <= 1, ErrorKind::unsupported,
+        source + ": fortran_order arrays are not supported");
   std::optional<DType> dtype;
   for (const auto& d : kDescrs)
     if (d.descr == h.descr) dtype = d.dtype;
   check(dtype.has_value(), ErrorKind::unsupported,
         source + ": dtype '" + h.descr + "' is not supported (<f4, <f2, <i4, |i1)");
-  check(!h.fortran_order || h.shape.size() <= 1, ErrorKind::unsupported,
-        source + ": fortran_order arrays are not supported");
   const std::optional<int64_t> numel = checked_numel(h.shape);
   check_arg(numel.has_value(), source + ": shape has more than 2^50 elements");
   const Shape shape(h.shape.begin(), h.shape.end());
@@ -203,6 +208,33 @@ Tensor parse_npy(std::span<const uint8_t> bytes, std::shared_ptr<const void> own
                                          " needs " + std::to_string(nbytes) +
                                          " data bytes, found " + std::to_string(r.remaining()));
   return view_or_copy(bytes.data() + r.offset(), shape, *dtype, std::move(owner));
+}
+
+std::optional<Int64Array> parse_npy_int64(std::span<const uint8_t> bytes,
+                                          const std::string& source) {
+  ByteReader r(bytes, source);
+  const Header h = read_header(r, bytes, source);
+  if (h.descr != "<i8") return std::nullopt;
+  const std::optional<int64_t> numel = checked_numel(h.shape);
+  check_arg(numel.has_value(), source + ": shape has more than 2^50 elements");
+  check_arg(uint64_t(*numel) * 8 == r.remaining(),
+            source + ": int64 array of " + std::to_string(*numel) + " elements needs " +
+                std::to_string(uint64_t(*numel) * 8) + " data bytes, found " +
+                std::to_string(r.remaining()));
+  // np.savez of a transposed index array (e.g. np.asarray(mask.nonzero()).T) is
+  // fortran_order: column-major, read back into row-major here.
+  check(!h.fortran_order || h.shape.size() <= 2, ErrorKind::unsupported,
+        source + ": fortran_order arrays of more than 2 dimensions are not supported");
+  Int64Array a{Shape(h.shape.begin(), h.shape.end()), std::vector<int64_t>(size_t(*numel))};
+  if (*numel) std::memcpy(a.values.data(), bytes.data() + r.offset(), size_t(*numel) * 8);
+  if (h.fortran_order && h.shape.size() == 2) {
+    const int64_t rows = h.shape[0], cols = h.shape[1];
+    std::vector<int64_t> c(a.values.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) c[size_t(i * cols + j)] = a.values[size_t(j * rows + i)];
+    a.values = std::move(c);
+  }
+  return a;
 }
 
 Tensor read_npy(const std::string& path) {

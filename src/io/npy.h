@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "io/tensor_map.h"
 
 namespace parley::io {
 
@@ -20,6 +22,11 @@ namespace parley::io {
 // file in messages: "[npy] x.npy" or "[npz] f.npz: mel_80.npy".
 Tensor parse_npy(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner,
                  const std::string& source);
+
+// The values of a '<i8' array (there is no i64 Tensor); nullopt for any other dtype.
+// Malformed images throw as parse_npy.
+std::optional<Int64Array> parse_npy_int64(std::span<const uint8_t> bytes,
+                                          const std::string& source);
 
 // Maps and parses `path`.
 Tensor read_npy(const std::string& path);

@@ -264,7 +264,15 @@ TensorMap parse_npz(std::span<const uint8_t> bytes, std::shared_ptr<const void> 
     }
     if (options.verify_crc)
       check_arg(crc32_of(npy) == e.crc, what + ": CRC-32 mismatch (corrupt archive)");
-    out.insert(src, e.name.substr(0, e.name.size() - 4), parse_npy(npy, npy_owner, what));
+    const std::string array = e.name.substr(0, e.name.size() - 4);
+    if (options.int64_arrays) {
+      if (auto a = parse_npy_int64(npy, what)) {
+        check_arg(options.int64_arrays->emplace(array, std::move(*a)).second,
+                  src + ": duplicate array name '" + array + "'");
+        continue;
+      }
+    }
+    out.insert(src, array, parse_npy(npy, npy_owner, what));
   }
   return out;
 }

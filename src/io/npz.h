@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +14,9 @@
 namespace parley::io {
 
 struct NpzOptions {
+  // Where '<i8' arrays go (by name, as values); null: they throw Error(unsupported) like
+  // any other dtype without a Tensor type.
+  std::map<std::string, Int64Array>* int64_arrays = nullptr;
   // Check each entry's CRC-32 (on by default; the fuzz target turns it off so random
   // inputs reach the .npy parser).
   bool verify_crc = true;

@@ -1,6 +1,7 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -15,6 +16,8 @@ namespace {
 
 // The reference implementation refuses headers above 100 MB; so do we, before parsing.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// I64 tensors are copied out as values: index tensors, never weights.
+constexpr int64_t kMaxInt64Elements = int64_t(1) << 20;
 
 struct DTypeName {
   std::string_view name;
@@ -41,6 +44,7 @@ std::string_view name_of(DType t) {
 struct Entry {
   std::string name;
   DType dtype;
+  bool int64 = false;  // an I64 tensor (dtype unused)
   Shape shape;
   uint64_t begin, end;  // byte offsets into the data section
 };
@@ -58,11 +62,13 @@ Entry parse_entry(const std::string& src, const std::string& name, const json::V
   check_arg(offsets && offsets->is(json::Value::Kind::array) && offsets->as_array().size() == 2,
             what + ": \"data_offsets\" is not an array of 2 offsets");
 
-  Entry e{name, DType::f32, Shape(), 0, 0};
+  Entry e{name, DType::f32, false, Shape(), 0, 0};
+  e.int64 = dtype->as_string() == "I64";
   const std::optional<DType> dt = dtype_from_name(dtype->as_string());
-  check(dt.has_value(), ErrorKind::unsupported,
-        what + ": dtype " + dtype->as_string() + " is not supported (F32, F16, BF16, I32, I8)");
-  e.dtype = *dt;
+  check(
+      dt.has_value() || e.int64, ErrorKind::unsupported,
+      what + ": dtype " + dtype->as_string() + " is not supported (F32, F16, BF16, I32, I8, I64)");
+  if (dt) e.dtype = *dt;
 
   const json::Array& dims = shape->as_array();
   check(dims.size() <= size_t(Shape::kMaxDims), ErrorKind::unsupported,
@@ -92,10 +98,13 @@ Entry parse_entry(const std::string& src, const std::string& name, const json::V
   e.end = bounds[1];
   check_arg(e.begin <= e.end, what + ": data_offsets [" + std::to_string(e.begin) + ", " +
                                   std::to_string(e.end) + "] end before they begin");
-  const uint64_t want = uint64_t(*numel) * dtype_size(e.dtype);
-  check_arg(e.end - e.begin == want,
-            what + ": data_offsets span " + std::to_string(e.end - e.begin) + " bytes, but " +
-                std::string(name_of(e.dtype)) + e.shape.str() + " needs " + std::to_string(want));
+  check(!e.int64 || *numel <= kMaxInt64Elements, ErrorKind::unsupported,
+        what + ": I64" + e.shape.str() + " is larger than the 2^20 elements read as I64");
+  const uint64_t want = uint64_t(*numel) * (e.int64 ? 8 : dtype_size(e.dtype));
+  check_arg(e.end - e.begin == want, what + ": data_offsets span " +
+                                         std::to_string(e.end - e.begin) + " bytes, but " +
+                                         std::string(e.int64 ? "I64" : name_of(e.dtype)) +
+                                         e.shape.str() + " needs " + std::to_string(want));
   return e;
 }
 
@@ -169,8 +178,15 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes, std::shared_pt
   std::vector<const Entry*> ptrs;
   for (const Entry& e : entries) ptrs.push_back(&e);
   check_no_overlap(src, ptrs);
-  for (const Entry& e : entries)
+  for (const Entry& e : entries) {
+    if (e.int64) {
+      Int64Array a{e.shape, std::vector<int64_t>(size_t(e.shape.numel()))};
+      if (!a.values.empty()) std::memcpy(a.values.data(), data.data() + e.begin, e.end - e.begin);
+      out.int64_tensors.emplace(e.name, std::move(a));
+      continue;
+    }
     out.tensors.insert(src, e.name, view_or_copy(data.data() + e.begin, e.shape, e.dtype, owner));
+  }
   return out;
 }
 

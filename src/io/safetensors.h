@@ -16,10 +16,12 @@ namespace parley::io {
 
 struct SafetensorsFile {
   TensorMap tensors;
-  std::map<std::string, std::string> metadata;  // the header's "__metadata__", if any
+  std::map<std::string, Int64Array> int64_tensors;  // I64 tensors, by value
+  std::map<std::string, std::string> metadata;      // the header's "__metadata__", if any
 };
 
-// Maps `path` and parses it. dtypes F32, F16, BF16, I32, I8; any other dtype throws
+// Maps `path` and parses it. dtypes F32, F16, BF16, I32, I8 (as tensors) and I64 (copied
+// into int64_tensors, at most 2^20 elements each); any other dtype throws
 // Error(unsupported) naming it; a malformed file throws Error(invalid_argument).
 SafetensorsFile read_safetensors(const std::string& path);
 

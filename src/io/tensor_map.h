@@ -2,13 +2,22 @@
 // Shared by every reader in src/io so a duplicate name is rejected the same way everywhere.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace parley::io {
+
+// A 64-bit integer array (there is no i64 DType): small index tensors such as
+// mlx-whisper's alignment_heads, kept as values.
+struct Int64Array {
+  Shape shape;
+  std::vector<int64_t> values;  // row-major, shape.numel() values
+};
 
 class TensorMap {
  public:

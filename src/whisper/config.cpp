@@ -1,10 +1,12 @@
-// Parsing of WhisperConfig from CTranslate2 and Hugging Face model directories.
+// Parsing of WhisperConfig from CTranslate2, Hugging Face, mlx-community and whisper.cpp
+// ggml models.
 #include "whisper/config.h"
 
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 #include "io/ctranslate2.h"
+#include "io/ggml_legacy.h"
 
 namespace parley {
 namespace {
@@ -98,6 +100,48 @@ WhisperConfig config_from_huggingface(const std::string& config_json, const std:
   c.n_text_layer = json_int(j, "decoder_layers", source);
   if (j.contains("alignment_heads"))
     c.alignment_heads = parse_alignment_heads(j["alignment_heads"], source);
+  validate(c, source);
+  return c;
+}
+
+WhisperConfig config_from_mlx(const std::string& config_json, const std::string& source) {
+  const nlohmann::json j = parse_json(config_json, source);
+  check_arg(j.is_object(), "[whisper] " + source + ": config.json is not a JSON object");
+  if (j.contains("model_type"))
+    check_arg(j["model_type"] == "whisper", "[whisper] " + source + ": model_type " +
+                                                j["model_type"].dump() + ", expected \"whisper\"");
+  // mlx-examples whisper/convert.py quantize(): {"group_size", "bits"} and packed uint32
+  // weights with scales/biases.
+  check(!j.contains("quantization"), ErrorKind::unsupported,
+        "[whisper] " + source + ": quantized mlx weights (" + j["quantization"].dump() +
+            ") are not supported; convert with --dtype float16 or float32");
+  WhisperConfig c;
+  c.n_mels = json_int(j, "n_mels", source);
+  c.n_audio_ctx = json_int(j, "n_audio_ctx", source);
+  c.n_audio_state = json_int(j, "n_audio_state", source);
+  c.n_audio_head = json_int(j, "n_audio_head", source);
+  c.n_audio_layer = json_int(j, "n_audio_layer", source);
+  c.n_vocab = json_int(j, "n_vocab", source);
+  c.n_text_ctx = json_int(j, "n_text_ctx", source);
+  c.n_text_state = json_int(j, "n_text_state", source);
+  c.n_text_head = json_int(j, "n_text_head", source);
+  c.n_text_layer = json_int(j, "n_text_layer", source);
+  validate(c, source);
+  return c;
+}
+
+WhisperConfig config_from_ggml(const io::WhisperHparams& h, const std::string& source) {
+  WhisperConfig c;
+  c.n_mels = h.n_mels;
+  c.n_audio_ctx = h.n_audio_ctx;
+  c.n_audio_state = h.n_audio_state;
+  c.n_audio_head = h.n_audio_head;
+  c.n_audio_layer = h.n_audio_layer;
+  c.n_vocab = h.n_vocab;
+  c.n_text_ctx = h.n_text_ctx;
+  c.n_text_state = h.n_text_state;
+  c.n_text_head = h.n_text_head;
+  c.n_text_layer = h.n_text_layer;
   validate(c, source);
   return c;
 }

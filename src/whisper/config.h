@@ -1,6 +1,7 @@
 // WhisperConfig: the dimensions of a Whisper model, read from its directory: a
 // CTranslate2 model (dims derived from the variables' shapes in model.bin, alignment
-// heads from config.json) or a Hugging Face config.json.
+// heads from config.json), a Hugging Face config.json, an mlx-community config.json
+// (mlx-whisper's ModelDimensions) or a whisper.cpp ggml file's hyper-parameters.
 #pragma once
 
 #include <string>
@@ -9,7 +10,8 @@
 
 namespace parley::io {
 struct Ct2Model;
-}
+struct WhisperHparams;
+}  // namespace parley::io
 
 namespace parley {
 
@@ -37,6 +39,15 @@ WhisperConfig config_from_ctranslate2(const io::Ct2Model& model, const std::stri
                                       const std::string& source);
 // From the text of a Hugging Face config.json.
 WhisperConfig config_from_huggingface(const std::string& config_json, const std::string& source);
+
+// From the text of an mlx-community config.json: mlx-whisper's ModelDimensions fields
+// (n_mels, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_vocab, n_text_ctx,
+// n_text_state, n_text_head, n_text_layer; mlx-examples whisper/mlx_whisper/whisper.py)
+// plus "model_type": "whisper". A "quantization" entry (convert.py -q) throws
+// Error(unsupported): quantized mlx weights are not read.
+WhisperConfig config_from_mlx(const std::string& config_json, const std::string& source);
+// From a whisper.cpp ggml file's hyper-parameters (the same ten dims, in file order).
+WhisperConfig config_from_ggml(const io::WhisperHparams& hparams, const std::string& source);
 
 // The "alignment_heads" of a JSON document (e.g. transformers' generation_config.json);
 // empty when it has none.

@@ -1,12 +1,20 @@
 // WhisperModel loading (format detection, config, weights) and WhisperSession's state.
 #include "whisper/model.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "audio/mel.h"
 #include "engine/error.h"
 #include "io/ctranslate2.h"
+#include "io/ggml_legacy.h"
+#include "io/npz.h"
+#include "io/safetensors.h"
 #include "whisper/encoder.h"
 
 namespace parley {
@@ -38,12 +46,139 @@ std::string read_text_if_exists(const fs::path& path) {
 }  // namespace
 
 WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig config,
-                           WhisperWeights weights, LoadOptions opt)
+                           WhisperWeights weights, LoadOptions opt,
+                           std::vector<std::string> ggml_vocab)
     : dir_(std::move(dir)),
       format_(std::move(format)),
       config_(std::move(config)),
       weights_(std::move(weights)),
-      opt_(opt) {}
+      opt_(opt),
+      ggml_vocab_(std::move(ggml_vocab)) {}
+
+const char* layout_name(WhisperLayout layout) {
+  switch (layout) {
+    case WhisperLayout::ctranslate2: return "ctranslate2";
+    case WhisperLayout::huggingface: return "huggingface";
+    case WhisperLayout::mlx: return "mlx";
+    case WhisperLayout::ggml: return "ggml";
+  }
+  return "?";
+}
+
+namespace {
+
+bool has_ggml_magic(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  uint32_t magic = 0;
+  in.read(reinterpret_cast<char*>(&magic), sizeof magic);
+  return in.gcount() == sizeof magic && magic == io::kGgmlMagic;
+}
+
+// The ggml .bin files in a directory (whisper.cpp names them ggml-<model>.bin).
+std::vector<fs::path> ggml_files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().extension() == ".bin" && has_ggml_magic(e.path()))
+      out.push_back(e.path());
+  return out;
+}
+
+std::shared_ptr<const WhisperModel> load_mlx(const std::string& dir, const fs::path& weights_file,
+                                             const LoadOptions& opt) {
+  WhisperConfig config = config_from_mlx(read_text(fs::path(dir) / "config.json"), dir);
+  io::TensorMap tensors;
+  std::map<std::string, io::Int64Array> int64;
+  if (weights_file.extension() == ".npz") {
+    io::NpzOptions npz;
+    npz.int64_arrays = &int64;
+    tensors = io::read_npz(weights_file.string(), npz);
+  } else {
+    io::SafetensorsFile f = io::read_safetensors(weights_file.string());
+    tensors = std::move(f.tensors);
+    int64 = std::move(f.int64_tensors);
+  }
+  // mlx-whisper keeps the alignment heads as a parameter: int64 [n, 2] (layer, head)
+  // pairs (mlx_whisper/whisper.py Whisper.alignment_heads; convert.py saves every
+  // parameter). Files written without it use our default.
+  if (auto it = int64.find("alignment_heads"); it != int64.end()) {
+    const io::Int64Array& a = it->second;
+    check_arg(a.shape.ndim() == 2 && a.shape[1] == 2, "[whisper] " + weights_file.string() +
+                                                          ": alignment_heads has shape " +
+                                                          a.shape.str() + ", expected [n, 2]");
+    for (int64_t i = 0; i < a.shape[0]; ++i)
+      config.alignment_heads.emplace_back(int(a.values[size_t(2 * i)]),
+                                          int(a.values[size_t(2 * i + 1)]));
+    validate(config, dir);
+  }
+  WhisperWeights weights = load_openai_named_weights(
+      tensors, OpenaiNaming::mlx, config, {opt.device, opt.dtype}, weights_file.string());
+  return std::make_shared<const WhisperModel>(dir, "mlx", std::move(config), std::move(weights),
+                                              opt);
+}
+
+// whisper.cpp stores the 80 (or 128) x 201 mel filters it computes the log-mel with; ours
+// are computed in code (audio/mel.h). A file whose filters differ would be run with
+// different features than whisper.cpp uses, so it is refused.
+void check_ggml_mel_filters(const Tensor& filters, int n_mels, const std::string& source) {
+  const Tensor ours = mel_filters(n_mels);
+  check_arg(filters.shape() == ours.shape(), "[whisper] " + source + ": mel filters " +
+                                                 filters.shape().str() + ", expected " +
+                                                 ours.shape().str());
+  const Tensor theirs = filters.dtype() == DType::f32 ? filters : filters.cast(DType::f32);
+  float max_diff = 0.0f;
+  for (int64_t i = 0; i < ours.numel(); ++i)
+    max_diff = std::max(max_diff, std::abs(ours.data<float>()[i] - theirs.data<float>()[i]));
+  // The reference's own filters (mel_filters.npz) and ours agree to float rounding.
+  check(max_diff <= 1e-6f, ErrorKind::unsupported,
+        "[whisper] " + source + ": mel filters differ from Whisper's by up to " +
+            std::to_string(max_diff));
+}
+
+std::shared_ptr<const WhisperModel> load_ggml(const std::string& dir, const fs::path& file,
+                                              const LoadOptions& opt) {
+  io::GgmlWhisperFile g = io::read_ggml_whisper(file.string());
+  const std::string source = file.string();
+  // ftype: 0 f32, 1 f16 (convert-pt-to-ggml.py's use_f16); + 1000 * qnt version when
+  // quantized (whisper.cpp GGML_QNT_VERSION_FACTOR).
+  check(g.hparams.ftype == 0 || g.hparams.ftype == 1, ErrorKind::unsupported,
+        "[whisper] " + source + ": ggml ftype " + std::to_string(g.hparams.ftype) +
+            " (quantized) is not supported; use an F16 or F32 file");
+  WhisperConfig config = config_from_ggml(g.hparams, source);
+  check_ggml_mel_filters(g.mel_filters, config.n_mels, source);
+  check_arg(!g.vocab.empty() && g.vocab.size() <= size_t(config.n_vocab),
+            "[whisper] " + source + ": vocabulary of " + std::to_string(g.vocab.size()) +
+                " tokens for n_vocab " + std::to_string(config.n_vocab));
+  WhisperWeights weights = load_openai_named_weights(g.tensors, OpenaiNaming::ggml, config,
+                                                     {opt.device, opt.dtype}, source);
+  return std::make_shared<const WhisperModel>(dir, "ggml", std::move(config), std::move(weights),
+                                              opt, std::move(g.vocab));
+}
+
+}  // namespace
+
+std::optional<DetectedLayout> detect_whisper_layout(const std::string& path) {
+  const fs::path root(path);
+  std::error_code ec;
+  if (fs::is_regular_file(root, ec)) {
+    if (has_ggml_magic(root)) return DetectedLayout{WhisperLayout::ggml, root.string()};
+    return std::nullopt;
+  }
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  auto file = [&](const char* name) { return fs::is_regular_file(root / name, ec); };
+  if (file("model.bin") && !has_ggml_magic(root / "model.bin"))
+    return DetectedLayout{WhisperLayout::ctranslate2, (root / "model.bin").string()};
+  if (file("config.json")) {
+    if (file("model.safetensors"))
+      return DetectedLayout{WhisperLayout::huggingface, (root / "model.safetensors").string()};
+    // mlx-whisper's load_model prefers weights.safetensors over weights.npz.
+    for (const char* name : {"weights.safetensors", "weights.npz"})
+      if (file(name)) return DetectedLayout{WhisperLayout::mlx, (root / name).string()};
+  }
+  const std::vector<fs::path> ggml = ggml_files_in(root);
+  if (ggml.size() == 1) return DetectedLayout{WhisperLayout::ggml, ggml[0].string()};
+  return std::nullopt;
+}
 
 std::shared_ptr<const WhisperModel> WhisperModel::load(const std::string& dir,
                                                        const LoadOptions& opt) {
@@ -53,30 +188,37 @@ std::shared_ptr<const WhisperModel> WhisperModel::load(const std::string& dir,
         "[whisper] " + dir + ": CUDA requested but not available");
   const fs::path root(dir);
   const WeightsOptions wopt{opt.device, opt.dtype};
-  if (fs::exists(root / "model.bin")) {
-    const io::Ct2Model ct2 = io::read_ctranslate2((root / "model.bin").string());
-    WhisperConfig config =
-        config_from_ctranslate2(ct2, read_text_if_exists(root / "config.json"), dir);
-    WhisperWeights weights = load_ctranslate2_weights(ct2, config, wopt, dir);
-    return std::make_shared<const WhisperModel>(dir, "ctranslate2", std::move(config),
-                                                std::move(weights), opt);
-  }
-  if (fs::exists(root / "model.safetensors") && fs::exists(root / "config.json")) {
-    WhisperConfig config = config_from_huggingface(read_text(root / "config.json"), dir);
-    if (config.alignment_heads.empty()) {
-      // transformers keeps the alignment heads in generation_config.json.
-      const std::string gen = read_text_if_exists(root / "generation_config.json");
-      if (!gen.empty()) config.alignment_heads = alignment_heads_from_json(gen, dir);
-      validate(config, dir);
+  const std::optional<DetectedLayout> found = detect_whisper_layout(dir);
+  check(found.has_value(), ErrorKind::not_found,
+        "[whisper] " + dir +
+            ": not a Whisper model (looked for model.bin (CTranslate2), config.json + "
+            "model.safetensors (Hugging Face), config.json + weights.safetensors or "
+            "weights.npz (mlx), a whisper.cpp ggml .bin)");
+  switch (found->layout) {
+    case WhisperLayout::ctranslate2: {
+      const io::Ct2Model ct2 = io::read_ctranslate2(found->weights);
+      WhisperConfig config =
+          config_from_ctranslate2(ct2, read_text_if_exists(root / "config.json"), dir);
+      WhisperWeights weights = load_ctranslate2_weights(ct2, config, wopt, dir);
+      return std::make_shared<const WhisperModel>(dir, "ctranslate2", std::move(config),
+                                                  std::move(weights), opt);
     }
-    WhisperWeights weights =
-        load_huggingface_weights((root / "model.safetensors").string(), config, wopt);
-    return std::make_shared<const WhisperModel>(dir, "huggingface", std::move(config),
-                                                std::move(weights), opt);
+    case WhisperLayout::huggingface: {
+      WhisperConfig config = config_from_huggingface(read_text(root / "config.json"), dir);
+      if (config.alignment_heads.empty()) {
+        // transformers keeps the alignment heads in generation_config.json.
+        const std::string gen = read_text_if_exists(root / "generation_config.json");
+        if (!gen.empty()) config.alignment_heads = alignment_heads_from_json(gen, dir);
+        validate(config, dir);
+      }
+      WhisperWeights weights = load_huggingface_weights(found->weights, config, wopt);
+      return std::make_shared<const WhisperModel>(dir, "huggingface", std::move(config),
+                                                  std::move(weights), opt);
+    }
+    case WhisperLayout::mlx: return load_mlx(dir, found->weights, opt);
+    case WhisperLayout::ggml: return load_ggml(dir, found->weights, opt);
   }
-  throw Error(ErrorKind::not_found, "[whisper] " + dir +
-                                        ": no model.bin (CTranslate2) or config.json + "
-                                        "model.safetensors (Hugging Face) in the directory");
+  throw Error(ErrorKind::internal, "[whisper] " + dir + ": unknown layout");
 }
 
 WhisperSession::WhisperSession(std::shared_ptr<const WhisperModel> model)
@@ -101,11 +243,47 @@ void WhisperSession::truncate(int n) {
   n_cached_ = n;
 }
 
+std::vector<std::string> default_vocab_dirs() {
+  std::vector<std::string> dirs;
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v && *v ? v : "";
+  };
+  if (std::string v = env("PARLEY_VOCAB_DIR"); !v.empty()) dirs.push_back(v);
+  if (std::string home = env("PARLEY_HOME"); !home.empty())
+    dirs.push_back(home + "/whisper");
+  else if (std::string xdg = env("XDG_DATA_HOME"); !xdg.empty())
+    dirs.push_back(xdg + "/parley/whisper");
+  else if (std::string h = env("HOME"); !h.empty())
+    dirs.push_back(h + "/.local/share/parley/whisper");
+  dirs.push_back(PARLEY_WHISPER_VOCAB_DIR);
+  return dirs;
+}
+
+WhisperTokenizer load_tokenizer(const WhisperModel& model,
+                                const std::vector<std::string>& vocab_dirs) {
+  const WhisperConfig& c = model.config();
+  if (model.format() == "ggml")
+    return WhisperTokenizer::from_ggml_vocab(model.ggml_vocab(), c.multilingual(), c.n_vocab,
+                                             model.dir());
+  const fs::path json = fs::path(model.dir()) / "tokenizer.json";
+  if (fs::exists(json)) return WhisperTokenizer::from_hf_json(json.string(), c.n_vocab);
+  // openai-whisper's get_encoding: "multilingual" or "gpt2" (English-only) ranks.
+  const std::string name = c.multilingual() ? "multilingual.tiktoken" : "gpt2.tiktoken";
+  std::vector<std::string> looked = {json.string(), (fs::path(model.dir()) / name).string()};
+  for (const std::string& d : vocab_dirs) looked.push_back((fs::path(d) / name).string());
+  for (size_t i = 1; i < looked.size(); ++i)
+    if (fs::is_regular_file(looked[i]))
+      return WhisperTokenizer::from_tiktoken(looked[i], c.multilingual(), c.n_vocab);
+  std::string where;
+  for (const std::string& l : looked) where += (where.empty() ? "" : ", ") + l;
+  throw Error(ErrorKind::not_found, "[whisper] " + model.dir() + ": no tokenizer (looked for " +
+                                        where + "; set PARLEY_VOCAB_DIR to a folder with " + name +
+                                        ")");
+}
+
 WhisperTokenizer load_tokenizer(const WhisperModel& model) {
-  const std::filesystem::path json = std::filesystem::path(model.dir()) / "tokenizer.json";
-  check(std::filesystem::exists(json), ErrorKind::not_found,
-        "[whisper] " + model.dir() + ": no tokenizer.json beside the weights");
-  return WhisperTokenizer::from_hf_json(json.string(), model.config().n_vocab);
+  return load_tokenizer(model, default_vocab_dirs());
 }
 
 }  // namespace parley

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,23 +36,44 @@ struct LoadOptions {
   DType dtype = DType::f32;     // weights and activations; f32 = the parity path
 };
 
+// The on-disk layouts WhisperModel::load reads.
+enum class WhisperLayout {
+  ctranslate2,  // model.bin (+ config.json, tokenizer.json): faster-whisper's layout
+  huggingface,  // config.json + model.safetensors (+ tokenizer.json)
+  mlx,          // config.json + weights.safetensors or weights.npz, no tokenizer files
+  ggml,         // a whisper.cpp ggml .bin file (or a directory holding exactly one)
+};
+const char* layout_name(WhisperLayout layout);  // "ctranslate2", "huggingface", "mlx", "ggml"
+
+struct DetectedLayout {
+  WhisperLayout layout;
+  std::string weights;  // the file the weights come from
+};
+// Which layout `path` (a directory, or a ggml file) holds, from its file names and the
+// ggml magic, without reading weights; nullopt when none fits.
+std::optional<DetectedLayout> detect_whisper_layout(const std::string& path);
+
 class WhisperModel {
  public:
-  // Loads a model directory: CTranslate2 (model.bin + config.json) or Hugging Face
-  // (config.json + model.safetensors). Throws Error(not_found) when neither is there.
+  // Loads a model: a directory in the CTranslate2, Hugging Face or mlx-community layout,
+  // or a whisper.cpp ggml file (detect_whisper_layout). Throws Error(not_found) when none
+  // is there, invalid_argument / unsupported for malformed or unsupported files.
   static std::shared_ptr<const WhisperModel> load(const std::string& dir,
                                                   const LoadOptions& opt = {});
 
   const WhisperConfig& config() const { return config_; }
-  const std::string& format() const { return format_; }  // "ctranslate2" | "huggingface"
-  const std::string& dir() const { return dir_; }
+  // layout_name(): "ctranslate2" | "huggingface" | "mlx" | "ggml"
+  const std::string& format() const { return format_; }
+  const std::string& dir() const { return dir_; }  // the path given to load()
   Device device() const { return opt_.device; }
   DType dtype() const { return opt_.dtype; }
   const WhisperWeights& weights() const { return weights_; }
+  // A ggml file's vocabulary (token bytes by id); empty for the other layouts.
+  const std::vector<std::string>& ggml_vocab() const { return ggml_vocab_; }
 
   // Use load(); public for std::make_shared.
   WhisperModel(std::string dir, std::string format, WhisperConfig config, WhisperWeights weights,
-               LoadOptions opt);
+               LoadOptions opt, std::vector<std::string> ggml_vocab = {});
 
  private:
   std::string dir_;
@@ -59,11 +81,25 @@ class WhisperModel {
   WhisperConfig config_;
   WhisperWeights weights_;
   LoadOptions opt_;
+  std::vector<std::string> ggml_vocab_;
 };
 
-// The tokenizer of a loaded model: the tokenizer.json beside its weights (both the
-// CTranslate2 and the Hugging Face layouts carry one). Throws not_found without it.
-WhisperTokenizer load_tokenizer(const WhisperModel& model);
+// Where load_tokenizer looks for tiktoken ranks (multilingual.tiktoken / gpt2.tiktoken)
+// when a model has no tokenizer of its own (the mlx-community layout), in order:
+//   $PARLEY_VOCAB_DIR, then $PARLEY_HOME/whisper (default ~/.local/share/parley/whisper,
+//   or $XDG_DATA_HOME/parley/whisper), then the build's PARLEY_WHISPER_VOCAB_DIR
+//   (CMake cache variable; default the source tree's ../shared/data/whisper).
+std::vector<std::string> default_vocab_dirs();
+
+// The tokenizer of a loaded model:
+//   ggml: the file's own vocabulary (WhisperTokenizer::from_ggml_vocab);
+//   a tokenizer.json beside the weights (CTranslate2 and Hugging Face layouts carry one);
+//   otherwise (mlx) the tiktoken ranks, multilingual.tiktoken for multilingual models and
+//   gpt2.tiktoken for English-only ones, from the model directory itself, then
+//   `vocab_dirs` in order. Throws not_found naming every place it looked.
+WhisperTokenizer load_tokenizer(const WhisperModel& model,
+                                const std::vector<std::string>& vocab_dirs);
+WhisperTokenizer load_tokenizer(const WhisperModel& model);  // with default_vocab_dirs()
 
 // Per-request state. Not thread-safe; one session per concurrent request.
 class WhisperSession {

@@ -1,7 +1,9 @@
-// Readers that fill WhisperWeights from a CTranslate2 model.bin or a Hugging Face
-// model.safetensors, checking every shape against the config.
+// Readers that fill WhisperWeights from a CTranslate2 model.bin, a Hugging Face
+// model.safetensors, an mlx-community weights file or a whisper.cpp ggml file, checking
+// every shape against the config.
 #include "whisper/weights.h"
 
+#include <cmath>
 #include <functional>
 
 #include "engine/error.h"
@@ -23,6 +25,18 @@ class WeightReader {
 
   // The tensor `name` with shape `want`, converted.
   Tensor get(const std::string& name, const Shape& want) const { return place(raw(name, want)); }
+
+  // The tensor `name` with shape `want` as f32 on the CPU (to be rearranged, then place()d).
+  Tensor get_f32(const std::string& name, const Shape& want) const {
+    const Tensor& t = raw(name, want);
+    return t.dtype() == DType::f32 ? t : t.cast(DType::f32);
+  }
+
+  // In the target dtype, on the target device.
+  Tensor place(const Tensor& t) const {
+    Tensor c = converted(t);
+    return c.device() == opt_.device ? c : c.to(opt_.device);
+  }
 
   // Tensors stacked along dim 0 (fused projections). A null name stands for zeros of
   // `parts[i].second` (the k projection's absent bias).
@@ -53,10 +67,6 @@ class WeightReader {
   // On the CPU, in the target dtype.
   Tensor converted(const Tensor& t) const {
     return t.dtype() == opt_.dtype ? t : t.cast(opt_.dtype);
-  }
-  Tensor place(const Tensor& t) const {
-    Tensor c = converted(t);
-    return c.device() == opt_.device ? c : c.to(opt_.device);
   }
 
   Lookup lookup_;
@@ -212,6 +222,124 @@ WhisperWeights load_huggingface_weights(const std::string& safetensors_path,
     w.decoder_layers.push_back(std::move(l));
   }
   w.decoder_ln = hf_ln(r, dec + ".layer_norm", n.d);
+  return w;
+}
+
+// ---- openai-whisper names: mlx-community and whisper.cpp ggml ----
+
+Tensor whisper_sinusoids(int64_t length, int64_t channels) {
+  check_arg(channels % 2 == 0 && channels >= 4,
+            "[whisper] sinusoids: channels " + std::to_string(channels) + " must be even, >= 4");
+  const int64_t half = channels / 2;
+  // whisper/model.py: np.log(10000) / (channels // 2 - 1) is a Python float; torch (and
+  // mlx) turn it into float32 before multiplying the integer range, then exp, the outer
+  // product and sin / cos run in float32.
+  const auto increment = float(std::log(10000.0) / double(half - 1));
+  Tensor out = Tensor::empty({length, channels}, DType::f32);
+  float* p = out.data<float>();
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = std::exp(-increment * float(i));
+  for (int64_t t = 0; t < length; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const float x = float(t) * inv[size_t(i)];
+      p[t * channels + i] = std::sin(x);
+      p[t * channels + half + i] = std::cos(x);
+    }
+  return out;
+}
+
+namespace {
+
+LayerNormWeights oa_ln(const WeightReader& r, const std::string& p, int64_t d) {
+  return {r.get(p + ".weight", {d}), r.get(p + ".bias", {d})};
+}
+
+LinearWeights oa_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
+  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out})};
+}
+
+// query|key|value (or key|value) of one openai MultiHeadAttention, fused; key has no bias.
+LinearWeights oa_fused(const WeightReader& r, const std::string& p, int64_t d, bool with_q) {
+  std::vector<std::pair<std::string, Shape>> weights, biases;
+  if (with_q) {
+    weights.push_back({p + ".query.weight", {d, d}});
+    biases.push_back({p + ".query.bias", {d}});
+  }
+  weights.push_back({p + ".key.weight", {d, d}});
+  biases.push_back({r.has(p + ".key.bias") ? p + ".key.bias" : "", {d}});
+  weights.push_back({p + ".value.weight", {d, d}});
+  biases.push_back({p + ".value.bias", {d}});
+  return {r.fuse(weights), r.fuse(biases)};
+}
+
+// A conv1d weight [out, in, 3]; mlx stores it channels-last [out, 3, in].
+Tensor oa_conv_weight(const WeightReader& r, const std::string& name, int64_t out, int64_t in,
+                      OpenaiNaming naming) {
+  if (naming != OpenaiNaming::mlx) return r.get(name, {out, in, 3});
+  const Tensor src = r.get_f32(name, {out, 3, in});  // [out, k, in]
+  Tensor dst = Tensor::empty({out, in, 3}, DType::f32);
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < in; ++i) d[(o * in + i) * 3 + k] = s[(o * 3 + k) * in + i];
+  return r.place(dst);
+}
+
+// A conv1d bias [out]; convert-pt-to-ggml.py reshapes it to [out, 1].
+Tensor oa_conv_bias(const WeightReader& r, const std::string& name, int64_t out,
+                    OpenaiNaming naming) {
+  if (naming != OpenaiNaming::ggml) return r.get(name, {out});
+  return r.get(name, {out, 1}).reshape({out});
+}
+
+}  // namespace
+
+WhisperWeights load_openai_named_weights(const io::TensorMap& tensors, OpenaiNaming naming,
+                                         const WhisperConfig& config, const WeightsOptions& opt,
+                                         const std::string& source) {
+  const WeightReader r([&](const std::string& name) { return tensors.find(name); }, source, opt);
+  const Dims n(config);
+  const bool mlx = naming == OpenaiNaming::mlx;
+  const std::string mlp1 = mlx ? ".mlp1" : ".mlp.0", mlp2 = mlx ? ".mlp2" : ".mlp.2";
+  WhisperWeights w;
+  w.conv1_weight = oa_conv_weight(r, "encoder.conv1.weight", n.d, n.n_mels, naming);
+  w.conv1_bias = oa_conv_bias(r, "encoder.conv1.bias", n.d, naming);
+  w.conv2_weight = oa_conv_weight(r, "encoder.conv2.weight", n.d, n.d, naming);
+  w.conv2_bias = oa_conv_bias(r, "encoder.conv2.bias", n.d, naming);
+  w.encoder_positions = mlx ? r.place(whisper_sinusoids(n.n_audio_ctx, n.d))
+                            : r.get("encoder.positional_embedding", {n.n_audio_ctx, n.d});
+  for (int i = 0; i < config.n_audio_layer; ++i) {
+    const std::string p = "encoder.blocks." + std::to_string(i);
+    EncoderLayerWeights l;
+    l.attn_ln = oa_ln(r, p + ".attn_ln", n.d);
+    l.attn_qkv = oa_fused(r, p + ".attn", n.d, true);
+    l.attn_out = oa_linear(r, p + ".attn.out", n.d, n.d);
+    l.mlp_ln = oa_ln(r, p + ".mlp_ln", n.d);
+    l.fc1 = oa_linear(r, p + mlp1, n.d_ff, n.d);
+    l.fc2 = oa_linear(r, p + mlp2, n.d, n.d_ff);
+    w.encoder_layers.push_back(std::move(l));
+  }
+  w.encoder_ln = oa_ln(r, "encoder.ln_post", n.d);
+
+  w.token_embedding = r.get("decoder.token_embedding.weight", {n.n_vocab, n.d});
+  w.decoder_positions = r.get("decoder.positional_embedding", {n.n_text_ctx, n.d});
+  for (int i = 0; i < config.n_text_layer; ++i) {
+    const std::string p = "decoder.blocks." + std::to_string(i);
+    DecoderLayerWeights l;
+    l.self_ln = oa_ln(r, p + ".attn_ln", n.d);
+    l.self_qkv = oa_fused(r, p + ".attn", n.d, true);
+    l.self_out = oa_linear(r, p + ".attn.out", n.d, n.d);
+    l.cross_ln = oa_ln(r, p + ".cross_attn_ln", n.d);
+    l.cross_q = oa_linear(r, p + ".cross_attn.query", n.d, n.d);
+    l.cross_kv = oa_fused(r, p + ".cross_attn", n.d, false);
+    l.cross_out = oa_linear(r, p + ".cross_attn.out", n.d, n.d);
+    l.mlp_ln = oa_ln(r, p + ".mlp_ln", n.d);
+    l.fc1 = oa_linear(r, p + mlp1, n.d_ff, n.d);
+    l.fc2 = oa_linear(r, p + mlp2, n.d, n.d_ff);
+    w.decoder_layers.push_back(std::move(l));
+  }
+  w.decoder_ln = oa_ln(r, "decoder.ln", n.d);
   return w;
 }
 

@@ -1,5 +1,6 @@
 // WhisperWeights: every parameter of a Whisper model in one layout, whatever the file
-// format it came from (CTranslate2 model.bin, Hugging Face safetensors), on the model's
+// format it came from (CTranslate2 model.bin, Hugging Face safetensors, mlx-community
+// safetensors / npz, whisper.cpp ggml), on the model's
 // device and dtype. Projections that the forward pass runs together are stored fused:
 // self-attention q|k|v [3d, d] and cross-attention k|v [2d, d]; the k projection has no
 // bias in Whisper, so its part of a fused bias is zero.
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "io/tensor_map.h"
 #include "whisper/config.h"
 
 namespace parley {
@@ -65,12 +67,28 @@ struct WeightsOptions {
   DType dtype = DType::f32;
 };
 
-// Readers for the two layouts. `dir` is the model directory; shapes are checked against
+// Readers for the layouts. `dir` is the model directory; shapes are checked against
 // `config`, and a missing or misshapen tensor throws Error naming it and the expected
 // shape. Every weight is converted to opt.dtype and placed on opt.device.
 WhisperWeights load_ctranslate2_weights(const io::Ct2Model& model, const WhisperConfig& config,
                                         const WeightsOptions& opt, const std::string& source);
 WhisperWeights load_huggingface_weights(const std::string& safetensors_path,
                                         const WhisperConfig& config, const WeightsOptions& opt);
+
+// openai-whisper's parameter names (whisper/model.py), as two other layouts keep them:
+//   mlx: mlx-examples whisper/convert.py renames mlp.0 / mlp.2 to mlp1 / mlp2, stores conv
+//        weights channels-last [out, kernel, in] (swapaxes(1, 2)) and drops
+//        encoder.positional_embedding (mlx-whisper computes the sinusoids itself).
+//   ggml: whisper.cpp models/convert-pt-to-ggml.py keeps the names and shapes, except the
+//        conv biases, stored as [d, 1].
+enum class OpenaiNaming { mlx, ggml };
+WhisperWeights load_openai_named_weights(const io::TensorMap& tensors, OpenaiNaming naming,
+                                         const WhisperConfig& config, const WeightsOptions& opt,
+                                         const std::string& source);
+
+// openai-whisper's sinusoids(length, channels) computed as torch and mlx do, in float32
+// arithmetic: inv = exp(-(log(10000) / (c/2 - 1)) * i), t = p * inv, [sin(t) | cos(t)].
+// f32 [length, channels] on the CPU.
+Tensor whisper_sinusoids(int64_t length, int64_t channels);
 
 }  // namespace parley

@@ -276,5 +276,34 @@ TEST(Npy, EveryTruncationFails) {
   testing::expect_truncations_fail(b, [](const Bytes& x) { parse_npy_bytes(x); });
 }
 
+// np.savez of np.asarray(mask.nonzero()).T (mlx-whisper's alignment_heads) writes an int64
+// array in fortran_order; with NpzOptions::int64_arrays it comes back row-major.
+TEST(Npz, ReadsInt64ArraysWhenAsked) {
+  Bytes c = make_npy("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }", 0);
+  Bytes f = make_npy("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }", 0);
+  for (int64_t v : {1, 2, 3, 4}) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    c.insert(c.end(), p, p + 8);
+  }
+  // Column-major [[1, 2, 3], [4, 5, 6]].
+  for (int64_t v : {1, 4, 2, 5, 3, 6}) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    f.insert(f.end(), p, p + 8);
+  }
+  const Bytes w = serialize_npy(arange_f32({2}));
+  const Bytes zip = testing::build_zip(
+      {{"c.npy", c, false, false}, {"f.npy", f, true, false}, {"w.npy", w, false, false}});
+  testing::expect_error([&] { parse_zip(zip); }, ErrorKind::unsupported, {"'<i8'"});
+  std::map<std::string, Int64Array> int64;
+  NpzOptions o;
+  o.int64_arrays = &int64;
+  const TensorMap m = parse_zip(zip, o);
+  EXPECT_EQ(m.size(), 1u);
+  ASSERT_EQ(int64.size(), 2u);
+  EXPECT_EQ(int64.at("c").values, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(int64.at("f").shape, Shape({2, 3}));
+  EXPECT_EQ(int64.at("f").values, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
 }  // namespace
 }  // namespace parley::io

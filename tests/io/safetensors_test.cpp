@@ -219,5 +219,31 @@ TEST(Safetensors, EveryTruncationFails) {
   testing::expect_truncations_fail(file, [](const Bytes& b) { parse(b); });
 }
 
+// mlx-whisper saves its alignment_heads parameter as I64 [n, 2]; I64 tensors come back as
+// values beside the float tensors.
+TEST(Safetensors, ReadsI64AsValues) {
+  testing::ByteWriter w;
+  const std::string header =
+      R"({"alignment_heads":{"dtype":"I64","shape":[2,2],"data_offsets":[0,32]},)"
+      R"("w":{"dtype":"F32","shape":[2],"data_offsets":[32,40]}})";
+  w.put<uint64_t>(header.size()).str(header);
+  for (int64_t v : {3, 0, 3, 5}) w.put<int64_t>(v);
+  w.put<float>(1.5f).put<float>(-2.0f);
+  const SafetensorsFile f = parse(w.out());
+  ASSERT_EQ(f.int64_tensors.count("alignment_heads"), 1u);
+  const Int64Array& a = f.int64_tensors.at("alignment_heads");
+  EXPECT_EQ(a.shape, Shape({2, 2}));
+  EXPECT_EQ(a.values, (std::vector<int64_t>{3, 0, 3, 5}));
+  EXPECT_FALSE(f.tensors.contains("alignment_heads"));
+  EXPECT_EQ(f.tensors.at("t", "w").data<float>()[1], -2.0f);
+  // A wrong byte count is still caught for I64.
+  testing::ByteWriter bad;
+  const std::string bad_header = R"({"a":{"dtype":"I64","shape":[3],"data_offsets":[0,16]}})";
+  bad.put<uint64_t>(bad_header.size()).str(bad_header);
+  for (int i = 0; i < 16; ++i) bad.put<uint8_t>(0);
+  testing::expect_error([&] { parse(bad.out()); }, ErrorKind::invalid_argument,
+                        {"'a'", "I64[3] needs 24"});
+}
+
 }  // namespace
 }  // namespace parley::io

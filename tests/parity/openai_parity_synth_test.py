@@ -67,11 +67,11 @@ def checkpoint_for_hf(model_dir, cache_dir):
     return ckpt
 
 
-def transcribe_both(parley, model_dir, ckpt, paths, work, language, dump_dir):
+def transcribe_both(parley, model_dir, ckpt, paths, work, language, dump_dir, ref_device=None):
     """{clip: ref result}, {clip: parley result}, parley seconds; the reference (one
     process) runs beside the sequential parley runs."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        fut = pool.submit(run_reference, ckpt, paths, dump_dir, language)
+        fut = pool.submit(run_reference, ckpt, paths, dump_dir, language, ref_device)
         got, t = {}, time.time()
         for i, p in enumerate(paths):
             got[os.path.basename(p)] = run_parley(
@@ -116,6 +116,8 @@ def main():
     ap.add_argument("--f64", action="store_true",
                     help="also report both sides' first-window logits against a float64 "
                     "evaluation (tools/reference/openai_f64_logits.py) on the reference's mel")
+    ap.add_argument("--ref-device", choices=["cpu", "cuda"],
+                    help="where openai-whisper runs (cuda: large shapes on the GPU machine)")
     ap.add_argument("--tol-mel", type=float, default=1e-4)
     ap.add_argument("--tol-logits", type=float, default=1e-4)
     ap.add_argument("--tol-logits-rel", type=float, default=0.0,
@@ -152,7 +154,7 @@ def main():
         ref_dump = os.path.join(work, "ref-dump") if deep else None
         t = time.time()
         ref, got, t_parley = transcribe_both(args.parley, model_dir, ckpt, paths, work,
-                                             args.language, ref_dump)
+                                             args.language, ref_dump, args.ref_device)
         t_transcribe = time.time() - t
         t = time.time()
         print(f"synthetic {args.shape} seed {args.seed}, language {args.language!r} forced "
@@ -198,7 +200,7 @@ def main():
         if args.detect:
             t = time.time()
             ref_d, got_d, _ = transcribe_both(args.parley, model_dir, ckpt, paths, work, None,
-                                              None)
+                                              None, args.ref_device)
             print("language detection (not forced):")
             for p in paths:
                 clip = os.path.basename(p)

@@ -62,8 +62,10 @@ def checkpoint_for(model_dir, cache_dir):
     return ckpt
 
 
-def run_reference(ckpt, paths, dump_dir, language=None):
+def run_reference(ckpt, paths, dump_dir, language=None, device=None):
     cmd = [sys.executable, os.path.join(REF_DIR, "openai_reference.py"), ckpt, *paths]
+    if device:
+        cmd += ["--device", device]
     if dump_dir:
         cmd += ["--dump-dir", dump_dir]
     if language:

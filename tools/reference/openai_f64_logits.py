@@ -22,7 +22,7 @@ import torch.nn as nn
 import whisper
 
 
-def f64_logits(model, mel, tokens, language):
+def f64_logits(model, mel, tokens, language, device="cpu"):
     whisper.model.LayerNorm.forward = lambda self, x: nn.LayerNorm.forward(self, x)
     tok = whisper.tokenizer.get_tokenizer(model.is_multilingual,
                                           num_languages=model.num_languages,
@@ -30,9 +30,9 @@ def f64_logits(model, mel, tokens, language):
     init = list(tok.sot_sequence)
     m = model.double()
     with torch.no_grad():
-        af = m.encoder(torch.from_numpy(np.asarray(mel)).double()[None])
-        lg = m.logits(torch.tensor([init + list(tokens)]), af)[0, len(init) - 1:]
-    return lg.numpy()
+        af = m.encoder(torch.from_numpy(np.asarray(mel)).double()[None].to(device))
+        lg = m.logits(torch.tensor([init + list(tokens)], device=device), af)[0, len(init) - 1:]
+    return lg.cpu().numpy()
 
 
 def main():
@@ -44,12 +44,14 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--compare", nargs="*", default=[])
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the float64 evaluation runs")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    model = whisper.load_model(a.checkpoint, device="cpu")
+    model = whisper.load_model(a.checkpoint, device=a.device)
     tokens = [int(t) for t in a.tokens.split(",") if t]
-    lg = f64_logits(model, np.load(a.mel), tokens, a.language)
+    lg = f64_logits(model, np.load(a.mel), tokens, a.language, a.device)
     if a.out:
         np.save(a.out, lg)
     for path in a.compare:

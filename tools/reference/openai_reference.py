@@ -2,6 +2,7 @@
 """Runs openai-whisper (the reference) on audio files and prints one JSON line per file.
 
     openai_reference.py CHECKPOINT.pt FILE... [--dump-dir DIR] [--threads N] [--language L]
+        [--device cpu|cuda]
 
 CHECKPOINT is an openai-whisper checkpoint (tools/reference/ct2_to_openai.py makes one
 from a CTranslate2 model.bin, hf_to_openai.py from a Hugging Face layout). Each file goes
@@ -10,7 +11,8 @@ through
                        fp16=False, word_timestamps=False, verbose=None, language="en" on
                        English-only models, or language=L with --language L; otherwise
                        the language is detected from the first window)
-fp32 on the CPU; the audio is decoded by whisper.load_audio, i.e. the ffmpeg CLI
+fp32 on the CPU (or, with --device cuda, fp32 on the GPU with TF32 off, for large shapes on
+the GPU machine); the audio is decoded by whisper.load_audio, i.e. the ffmpeg CLI
 (ffmpeg -i FILE -f s16le -ac 1 -ar 16000), as parley's decoder reproduces. Each line:
     {"file", "text", "language", "segments": [{id, seek, start, end, text, tokens,
      avg_logprob, compression_ratio, no_speech_prob, temperature}]}
@@ -104,14 +106,20 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     ap.add_argument("--language", help="force this language (default: en on English-only "
                     "models, else detected from the first window)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the model runs (cuda: fp32, TF32 off)")
     args = ap.parse_args()
+    if args.device == "cuda":
+        # fp32 parity: no TF32 in matmuls or in the encoder's convolutions.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     rec = _Recorder()
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)
         rec.install()
-    model = whisper.load_model(args.checkpoint, device="cpu")
+    model = whisper.load_model(args.checkpoint, device=args.device)
     model.float()
     for path in args.files:
         rec.reset()
