@@ -9,6 +9,7 @@
 #include "audio/decode.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/load_options.h"
 #include "engine/threadpool.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
@@ -29,6 +30,7 @@ struct TranscribeCliOptions {
   std::string output_dir;
   bool no_timestamps = false;
   int threads = 0;
+  DeviceFlags device;
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -39,7 +41,7 @@ void print_segment(std::ostream& os, const Segment& s) {
 void run_transcribe(const TranscribeCliOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
-  const auto model = WhisperModel::load(dir);
+  const auto model = WhisperModel::load(dir, load_options(opt.device));
   const WhisperTokenizer tokenizer = load_tokenizer(*model);
   WhisperSession session(model);
 
@@ -91,6 +93,7 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", opt->output_dir, "Write <file>.<format> here");
   cmd->add_flag("--no-timestamps", opt->no_timestamps, "Decode without timestamps");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  add_device_flags(cmd, opt->device);
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 

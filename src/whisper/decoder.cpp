@@ -126,20 +126,17 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
   n_cached_ = int(offset + t);
 
   const Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
-  const bool direct = dev == Device::cpu && dt == DType::f32;
+  // Logits come out of the GEMM in f32 whatever the weights' dtype (f32 accumulation):
+  // rounding them to f16/bf16 would flip argmaxes between near-equal candidates.
+  const bool direct = dev == Device::cpu;
   Tensor logits = direct ? host_pool_.alloc({t, c.n_vocab}, DType::f32)
-                         : pool_.alloc({t, c.n_vocab}, dt);  // [T, n_vocab]
+                         : pool_.alloc({t, c.n_vocab}, DType::f32);  // [T, n_vocab]
   MatmulOptions opt;
   opt.trans_b = true;
   matmul(out, w.token_embedding, logits, opt);
   if (direct) return logits;
-  Tensor logits_f32 = logits;
-  if (dt != DType::f32) {
-    logits_f32 = pool_.alloc(logits.shape(), DType::f32);
-    convert(logits, logits_f32);
-  }
   Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
-  host.copy_from(logits_f32);
+  host.copy_from(logits);
   return host;
 }
 

@@ -37,6 +37,10 @@ std::string_view device_label() { return "none"; }
 void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionOptions&) {
   no_cuda("attention");
 }
+bool attention_qkv_fused(const Tensor&, int, const AttentionOptions&) { return false; }
+void attention_qkv(const Tensor&, int, Tensor&, const AttentionOptions&) {
+  no_cuda("attention_qkv");
+}
 void conv1d(const Tensor&, const Tensor&, Tensor&, const Conv1dOptions&) { no_cuda("conv1d"); }
 void binary(BinaryOp op, const Tensor&, const Tensor&, Tensor&) {
   no_cuda(op == BinaryOp::add ? "add" : "mul");
