@@ -3,12 +3,15 @@
 // bf16 (the fast path): on tiny.en free-running greedy within two token edits; on the
 // synthetic model, whose random weights leave near-ties (top-2 margins of 0.1) that one
 // 16-bit rounding flips and greedy then follows another path entirely, teacher-forced on
-// the oracle's tokens: at most two steps whose argmax differs. Skipped without CUDA.
+// the oracle's tokens: the steps whose argmax differs, at most two more than the CPU in
+// the same dtype gets (its sharp cross-attention, logit std 16 by design, amplifies 16-bit
+// rounding). Skipped without CUDA.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -127,9 +130,17 @@ void check_against_cpu(const std::string& dir, const Tensor& mel,
     const auto model = WhisperModel::load(dir, {Device::cuda, dt});
     const Greedy low = greedy(model, mel, prefix, eot, max_tokens);
     if (teacher_forced_16bit) {
+      // The CPU in the same dtype says how many near-ties 16-bit activations flip on
+      // these weights at all; CUDA may add at most two to that.
       const int differ = forced_disagreements(model, mel, prefix, ref.tokens);
-      EXPECT_LE(differ, 2) << "cuda " << dtype_name(dt) << ": " << differ << " of "
-                           << ref.tokens.size() << " teacher-forced steps differ";
+      const int cpu_differ =
+          forced_disagreements(WhisperModel::load(dir, {Device::cpu, dt}), mel, prefix, ref.tokens);
+      EXPECT_LE(differ, std::max(2, cpu_differ + 2))
+          << "cuda " << dtype_name(dt) << ": " << differ << " of " << ref.tokens.size()
+          << " teacher-forced steps differ (cpu " << dtype_name(dt) << ": " << cpu_differ << ")";
+      std::cout << "[ info ] teacher-forced disagreements with cpu f32, " << dtype_name(dt)
+                << ": cuda " << differ << ", cpu " << cpu_differ << " of " << ref.tokens.size()
+                << "\n";
     } else {
       const int edits = edit_distance(low.tokens, ref.tokens);
       size_t first = 0;

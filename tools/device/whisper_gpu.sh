@@ -52,7 +52,7 @@ done
 # order; split into phases by hand): PROFILE=1.
 if [[ -n "${PROFILE:-}" ]]; then
   which nsys ncu
-  ncu --metrics gpu__time_duration.sum --csv --launch-count ${PROFILE_LAUNCHES:-1400} \
+  ncu --metrics gpu__time_duration.sum --csv --launch-count ${PROFILE_LAUNCHES:-1400} ${PROFILE_ARGS:-} \
     "$P" bench whisper -m /tmp/turbo --audio data/audio/jfk.wav --device cuda --dtype f16 \
     --runs 1 --warmup 0 --decode-tokens 8 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
   echo "ncu rc $?: $(wc -l <"$OUT/ncu.csv") lines"; tail -3 "$OUT/ncu.err"

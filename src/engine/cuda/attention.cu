@@ -264,8 +264,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     const int64_t slots = rows * heads * chunks;
     const size_t part_bytes = size_t(slots) * (2 + size_t(dv)) * sizeof(float);
     const size_t smem = size_t(d + kChunk + kThreadsSplit) * sizeof(float);
-    check(smem + kStaticSharedBytes <= shared_memory_optin(), ErrorKind::unsupported,
-          "[attention] D = " + std::to_string(d) + " is too large for shared memory");
+    if (!(smem + kStaticSharedBytes <= shared_memory_optin()))
+      throw Error(ErrorKind::unsupported,
+                  "[attention] D = " + std::to_string(d) + " is too large for shared memory");
     Scratch scratch(part_bytes);
     float* part_m = static_cast<float*>(scratch.data());
     float* part_l = part_m + slots;
@@ -289,15 +290,17 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     return;
   }
 
-  check(batch <= 65535 && heads <= 65535 && lq <= int64_t(0x7fffffff), ErrorKind::unsupported,
-        "[attention] B = " + std::to_string(batch) + ", H = " + std::to_string(heads) +
-            ", Lq = " + std::to_string(lq) + " exceed the CUDA grid (B, H <= 65535)");
+  if (!(batch <= 65535 && heads <= 65535 && lq <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported,
+                "[attention] B = " + std::to_string(batch) + ", H = " + std::to_string(heads) +
+                    ", Lq = " + std::to_string(lq) + " exceed the CUDA grid (B, H <= 65535)");
   const size_t smem = size_t(d + lk + kThreadsAttn) * sizeof(float);
-  check(smem + kStaticSharedBytes <= shared_memory_optin(), ErrorKind::unsupported,
-        "[attention] Lk = " + std::to_string(lk) + ", D = " + std::to_string(d) + " need " +
-            std::to_string(smem) + " bytes of shared memory; this device allows " +
-            std::to_string(shared_memory_optin()) +
-            " (the reference kernel keeps a row of scores)");
+  if (!(smem + kStaticSharedBytes <= shared_memory_optin()))
+    throw Error(ErrorKind::unsupported,
+                "[attention] Lk = " + std::to_string(lk) + ", D = " + std::to_string(d) + " need " +
+                    std::to_string(smem) + " bytes of shared memory; this device allows " +
+                    std::to_string(shared_memory_optin()) +
+                    " (the reference kernel keeps a row of scores)");
 
   dispatch_device_float(q.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);

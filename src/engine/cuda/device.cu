@@ -107,8 +107,9 @@ cudaDataType_t cuda_data_type(DType t) {
 }
 
 void check_rows(int64_t rows, const char* op) {
-  check(rows <= int64_t(0x7fffffff), ErrorKind::unsupported,
-        std::string("[") + op + "] " + std::to_string(rows) + " rows exceed the CUDA grid limit");
+  if (!(rows <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + std::to_string(rows) +
+                                            " rows exceed the CUDA grid limit");
 }
 
 namespace {

@@ -1,19 +1,23 @@
 // attention_qkv on CUDA (ops/attention.h): a flash-style self-attention kernel for the
 // Whisper encoder (L = 1500 positions, D = 64), reading q, k and v straight from the fused
 // QKV projection [B, L, 3 * H * 64] and writing [B, L, H * 64], so the heads are never
-// permuted and no [L, L] score matrix touches memory.
+// permuted and no [L, L] score matrix touches memory (FlashAttention-2's scheme).
 //
-// One block of 4 warps per (64 query rows, head, batch); each warp owns 16 query rows.
-// For every tile of 64 keys the block stages K and V in shared memory, then each warp:
-//   S = Q K^T           tensor cores (WMMA 16x16x16, f32 accumulation) into shared memory
-//   online softmax      2 lanes per row: the row max m and sum l are carried across tiles,
-//                       P = exp2(S * scale * log2 e - m) in the input dtype, O *= exp2(m_old - m)
-//   O += P V            tensor cores, O kept in shared memory as f32
-// and finally out = O / l. Keys past L are -inf (P = 0) and their V rows zeros.
-// Shared memory: Q, K, V tiles and each warp's P (16-bit, rows padded to 72 elements) and
-// S and O (f32, rows of 68): 70 KiB, so three blocks fit on an SM.
-#include <mma.h>
-
+// One block of 4 warps per (64 query rows, head, batch); each warp owns 16 query rows and
+// keeps everything in registers: its Q fragments (loaded once), the scores of one key tile
+// and the output accumulator. Per tile of 64 keys the block stages K ([key][d]) and V
+// transposed ([d][key]) in shared memory, then each warp
+//   S = Q K^T        mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), 8 n-tiles of 8 keys
+//   online softmax   rows g and g + 8 of the warp's 16 per lane (g = lane / 4), row max and
+//                    sum over the 4 lanes of a row by shuffles; P = exp2(S scale log2e - m),
+//                    O *= exp2(m_old - m)
+//   O += P V         the S accumulators, rounded to 16 bits, are exactly the A fragments
+//                    of the next mma (the m16n8k16 C layout is its A layout), 8 n-tiles of D
+// and finally out = O / l. Keys past L are -inf (P = 0), their K and V rows zeros.
+// Fragment layouts (PTX ISA, mma.m16n8k16): with g = lane / 4 and t = lane % 4,
+//   A: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)   [row, col]
+//   B: b0 (k 2t..2t+1, n g)  b1 (k 2t+8..2t+9, n g)
+//   C: c0 c1 (g, 2t..2t+1)  c2 c3 (g+8, 2t..2t+1)
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -26,128 +30,174 @@ namespace parley::cuda {
 
 namespace {
 
-using namespace nvcuda;
-
 constexpr int kD = 64;   // head size
-constexpr int kBQ = 64;  // query rows per block
+constexpr int kBQ = 64;  // query rows per block (16 per warp)
 constexpr int kBK = 64;  // keys per tile
 constexpr int kWarpsFlash = kBQ / 16;
 constexpr int kThreadsFlash = kWarpsFlash * 32;
-constexpr int kLdT = kD + 8;   // 16-bit rows in shared memory (a multiple of 8 for WMMA)
-constexpr int kLdF = kBK + 4;  // f32 rows (a multiple of 4); kBK == kD: S and O share it
-static_assert(kBK == kD, "S and O share one row pitch");
+constexpr int kLd = 72;  // shared-memory row pitch in elements: conflict-free fragment loads
+static_assert(kBK == kD, "K and transposed V tiles share one shape");
 
-constexpr size_t kTileBytes = size_t(kBQ) * kLdT * 2;                    // Q, K, V (and all P)
-constexpr size_t kWarpFloatBytes = size_t(kWarpsFlash) * 16 * kLdF * 4;  // all S, all O
-constexpr size_t kSmemBytes = 4 * kTileBytes + 2 * kWarpFloatBytes;
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1, __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1, __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as one 32-bit register of 16-bit values (lo in the low half).
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t ld32(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreadsFlash)
     flash_qkv_kernel(const T* qkv, T* out, int64_t len, int heads, float scale_log2) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + kBQ * kLdT;
-  T* v_s = k_s + kBK * kLdT;
-  T* p_s = v_s + kBK * kLdT;
-  float* s_s = reinterpret_cast<float*>(p_s + kWarpsFlash * 16 * kLdT);
-  float* o_s = s_s + kWarpsFlash * 16 * kLdF;
-
+  __shared__ __align__(16) T k_s[kBK * kLd];  // [key][d]
+  __shared__ __align__(16) T vt_s[kD * kLd];  // [d][key]
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
   const int64_t q0 = int64_t(blockIdx.x) * kBQ;
   const int h = int(blockIdx.y);
   const int64_t b = blockIdx.z;
   const int64_t hd = int64_t(heads) * kD, row_stride = 3 * hd;
   const T* base = qkv + b * len * row_stride + int64_t(h) * kD;
+  const T zero = dev_from_f32<T>(0.0f);
 
-  // Rows [r0, r0 + 64) of column block `col` (0: q, hd: k, 2 hd: v) into dst, 16 bytes
-  // a load; rows past len are zeros.
-  auto load_tile = [&](T* dst, int64_t r0, int64_t col) {
-    for (int i = tid; i < 64 * (kD / 8); i += kThreadsFlash) {
-      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-      uint4 val = make_uint4(0, 0, 0, 0);
-      if (r0 + r < len)
-        val = *reinterpret_cast<const uint4*>(base + (r0 + r) * row_stride + col + c);
-      *reinterpret_cast<uint4*>(dst + r * kLdT + c) = val;
-    }
-  };
-
-  load_tile(q_s, q0, 0);
-  T* p_w = p_s + warp * 16 * kLdT;
-  float* s_w = s_s + warp * 16 * kLdF;
-  float* o_w = o_s + warp * 16 * kLdF;
-  const T* q_w = q_s + warp * 16 * kLdT;
-  for (int i = lane; i < 16 * kLdF; i += 32) o_w[i] = 0.0f;
-  const int r = lane >> 1, c0 = (lane & 1) * 32;  // this lane's row and 32 columns
-  float m = -INFINITY, l = 0.0f;
-
-  for (int64_t k0 = 0; k0 < len; k0 += kBK) {
-    __syncthreads();  // the last tile's K and V are no longer read (and Q is loaded)
-    load_tile(k_s, k0, hd);
-    load_tile(v_s, k0, 2 * hd);
-    __syncthreads();
-
-    for (int kt = 0; kt < kBK / 16; ++kt) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
+  // This lane's rows of Q as A fragments, for the 4 k-steps of 16 over D.
+  const int64_t row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+  const bool ok0 = row0 < len, ok1 = row1 < len;
+  uint32_t qa[kD / 16][4];
 #pragma unroll
-      for (int dk = 0; dk < kD / 16; ++dk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bk;
-        wmma::load_matrix_sync(a, q_w + dk * 16, kLdT);
-        wmma::load_matrix_sync(bk, k_s + kt * 16 * kLdT + dk * 16, kLdT);
-        wmma::mma_sync(acc, a, bk, acc);
-      }
-      wmma::store_matrix_sync(s_w + kt * 16, acc, kLdF, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    const int64_t valid = len - k0;  // keys of this tile: min(kBK, valid), at least 1
-    float s[32];
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      s[j] = c0 + j < valid ? s_w[r * kLdF + c0 + j] * scale_log2 : -INFINITY;
-      tile_max = fmaxf(tile_max, s[j]);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float m_new = fmaxf(m, tile_max);  // finite: every tile has a valid key
-    const float alpha = exp2f(m - m_new);    // 0 on the first tile (m = -inf)
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const float p = exp2f(s[j] - m_new);
-      sum += p;
-      p_w[r * kLdT + c0 + j] = dev_from_f32<T>(p);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    m = m_new;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) o_w[r * kLdF + c0 + j] *= alpha;
-    __syncwarp();
-
-    for (int dt = 0; dt < kD / 16; ++dt) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, o_w + dt * 16, kLdF, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_w + kk * 16, kLdT);
-        wmma::load_matrix_sync(bv, v_s + kk * 16 * kLdT + dt * 16, kLdT);
-        wmma::mma_sync(acc, a, bv, acc);
-      }
-      wmma::store_matrix_sync(o_w + dt * 16, acc, kLdF, wmma::mem_row_major);
-    }
-    __syncwarp();
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int c = kk * 16 + 2 * t;
+    qa[kk][0] = ok0 ? ld32(base + row0 * row_stride + c) : 0u;
+    qa[kk][1] = ok1 ? ld32(base + row1 * row_stride + c) : 0u;
+    qa[kk][2] = ok0 ? ld32(base + row0 * row_stride + c + 8) : 0u;
+    qa[kk][3] = ok1 ? ld32(base + row1 * row_stride + c + 8) : 0u;
   }
 
-  const int64_t row = q0 + warp * 16 + r;
-  if (row < len) {
-    const float inv = 1.0f / l;
-    T* o = out + (b * len + row) * hd + int64_t(h) * kD + c0;
+  float o[kD / 8][4];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) o[j] = dev_from_f32<T>(o_w[r * kLdF + c0 + j] * inv);
+  for (int j = 0; j < kD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  for (int64_t k0 = 0; k0 < len; k0 += kBK) {
+    __syncthreads();  // every warp is done with the previous tile
+    for (int i = tid; i < kBK * (kD / 8); i += kThreadsFlash) {
+      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (k0 + r < len) {
+        const T* row = base + (k0 + r) * row_stride;
+        kv = *reinterpret_cast<const uint4*>(row + hd + c);
+        vv = *reinterpret_cast<const uint4*>(row + 2 * hd + c);
+      }
+      *reinterpret_cast<uint4*>(k_s + r * kLd + c) = kv;
+      const T* ve = reinterpret_cast<const T*>(&vv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) vt_s[(c + e) * kLd + r] = k0 + r < len ? ve[e] : zero;
+    }
+    __syncthreads();
+
+    float s[kBK / 8][4];
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const T* krow = k_s + (j * 8 + g) * kLd + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk)
+        mma16816(s[j], qa[kk], ld32(krow + kk * 16), ld32(krow + kk * 16 + 8), T{});
+    }
+
+    const int64_t valid = len - k0;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      const int key = j * 8 + 2 * t;
+      const bool v0 = key < valid, v1 = key + 1 < valid;
+      s[j][0] = v0 ? s[j][0] * scale_log2 : -INFINITY;
+      s[j][1] = v1 ? s[j][1] * scale_log2 : -INFINITY;
+      s[j][2] = v0 ? s[j][2] * scale_log2 : -INFINITY;
+      s[j][3] = v1 ? s[j][3] * scale_log2 : -INFINITY;
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // finite: a tile has a valid key
+    const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);  // 0 on the first tile
+    m0 = mn0;
+    m1 = mn1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      s[j][0] = exp2f(s[j][0] - mn0);
+      s[j][1] = exp2f(s[j][1] - mn0);
+      s[j][2] = exp2f(s[j][2] - mn1);
+      s[j][3] = exp2f(s[j][3] - mn1);
+      sum0 += s[j][0] + s[j][1];
+      sum1 += s[j][2] + s[j][3];
+    }
+    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
+    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
+    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
+    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
+    l0 = l0 * a0 + sum0;
+    l1 = l1 * a1 + sum1;
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+      o[j][0] *= a0;
+      o[j][1] *= a0;
+      o[j][2] *= a1;
+      o[j][3] *= a1;
+    }
+
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      const uint32_t pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}),
+                              pack2(s[2 * kk][2], s[2 * kk][3], T{}),
+                              pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
+                              pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        const T* vrow = vt_s + (j * 8 + g) * kLd + kk * 16 + 2 * t;
+        mma16816(o[j], pa, ld32(vrow), ld32(vrow + 8), T{});
+      }
+    }
+  }
+
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  T* out0 = out + (b * len + row0) * hd + int64_t(h) * kD + 2 * t;
+  T* out1 = out0 + 8 * hd;
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j) {
+    if (ok0)
+      *reinterpret_cast<uint32_t*>(out0 + j * 8) = pack2(o[j][0] * inv0, o[j][1] * inv0, T{});
+    if (ok1)
+      *reinterpret_cast<uint32_t*>(out1 + j * 8) = pack2(o[j][2] * inv1, o[j][3] * inv1, T{});
   }
 }
 
@@ -155,12 +205,13 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 }  // namespace
 
-bool attention_qkv_fused(const Tensor& qkv, int n_head, const AttentionOptions& opt) {
+bool attention_qkv_fused(const Tensor& qkv, int n_head, const Tensor& out,
+                         const AttentionOptions& opt) {
   if (qkv.dtype() != DType::f16 && qkv.dtype() != DType::bf16) return false;
   if (opt.causal || opt.key_mask) return false;
   const int64_t hd = qkv.dim(2) / 3;
   return hd == int64_t(n_head) * kD && n_head <= 65535 && qkv.dim(0) <= 65535 &&
-         aligned16(qkv.raw()) && kSmemBytes <= shared_memory_optin();
+         aligned16(qkv.raw()) && aligned16(out.raw());
 }
 
 void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt) {
@@ -169,22 +220,15 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
   const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(kD));
   const float scale_log2 = scale * 1.4426950408889634f;
   const int64_t blocks = (len + kBQ - 1) / kBQ;
-  check(blocks <= int64_t(0x7fffffff), ErrorKind::unsupported,
-        "[attention_qkv] L = " + std::to_string(len) + " exceeds the CUDA grid");
+  if (!(blocks <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported,
+                "[attention_qkv] L = " + std::to_string(len) + " exceeds the CUDA grid");
   dispatch_device_float(qkv.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
-      static const bool configured = [] {
-        check_cuda(
-            cudaFuncSetAttribute(flash_qkv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(kSmemBytes)),
-            "cudaFuncSetAttribute (attention_qkv shared memory)");
-        return true;
-      }();
-      (void)configured;
       const dim3 grid{unsigned(blocks), unsigned(n_head), unsigned(batch)};
-      flash_qkv_kernel<T><<<grid, kThreadsFlash, kSmemBytes, stream()>>>(
-          qkv.data<T>(), out.data<T>(), len, n_head, scale_log2);
+      flash_qkv_kernel<T><<<grid, kThreadsFlash, 0, stream()>>>(qkv.data<T>(), out.data<T>(), len,
+                                                                n_head, scale_log2);
     } else {
       throw Error(ErrorKind::internal, "[attention_qkv] no fused f32 kernel");
     }

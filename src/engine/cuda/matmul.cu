@@ -35,9 +35,9 @@ __global__ void scale_add_bias_kernel(T* c, int64_t rows, int64_t cols, float be
 }
 
 void check_int(int64_t v, const char* what, const char* op) {
-  check(v <= int64_t(INT_MAX), ErrorKind::unsupported,
-        std::string("[") + op + "] " + what + " = " + std::to_string(v) +
-            " exceeds cuBLAS's 32-bit limit");
+  if (!(v <= int64_t(INT_MAX)))
+    throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + what + " = " +
+                                            std::to_string(v) + " exceeds cuBLAS's 32-bit limit");
 }
 
 // --- cuBLASLt with a bias epilogue ------------------------------------------------------
@@ -155,16 +155,18 @@ void gemm(const GemmArgs& g, const char* op) {
   const int ld_b = int(g.trans_b ? g.k : g.n), ld_a = k, ld_c = m;
   const cudaDataType_t ab = cuda_data_type(g.ab_type), ct = cuda_data_type(g.c_type);
   if (g.batch == 1) {
-    check_cublas(
+    const cublasStatus_t st =
         cublasGemmEx(cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab, ld_b, g.a, ab, ld_a,
-                     &g.beta, g.c, ct, ld_c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        (std::string("cublasGemmEx in ") + op).c_str());
+                     &g.beta, g.c, ct, ld_c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      check_cublas(st, (std::string("cublasGemmEx in ") + op).c_str());
   } else {
-    check_cublas(cublasGemmStridedBatchedEx(cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab,
-                                            ld_b, g.stride_b, g.a, ab, ld_a, g.stride_a, &g.beta,
-                                            g.c, ct, ld_c, g.stride_c, int(g.batch),
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 (std::string("cublasGemmStridedBatchedEx in ") + op).c_str());
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab, ld_b, g.stride_b, g.a, ab, ld_a,
+        g.stride_a, &g.beta, g.c, ct, ld_c, g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      check_cublas(st, (std::string("cublasGemmStridedBatchedEx in ") + op).c_str());
   }
 }
 

@@ -37,7 +37,9 @@ std::string_view device_label() { return "none"; }
 void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionOptions&) {
   no_cuda("attention");
 }
-bool attention_qkv_fused(const Tensor&, int, const AttentionOptions&) { return false; }
+bool attention_qkv_fused(const Tensor&, int, const Tensor&, const AttentionOptions&) {
+  return false;
+}
 void attention_qkv(const Tensor&, int, Tensor&, const AttentionOptions&) {
   no_cuda("attention_qkv");
 }

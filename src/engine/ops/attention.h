@@ -38,7 +38,8 @@ namespace cuda {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt);
 // Whether attention_qkv has a fused kernel for these arguments, and that kernel.
-bool attention_qkv_fused(const Tensor& qkv, int n_head, const AttentionOptions& opt);
+bool attention_qkv_fused(const Tensor& qkv, int n_head, const Tensor& out,
+                         const AttentionOptions& opt);
 void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt);
 }  // namespace cuda
 
