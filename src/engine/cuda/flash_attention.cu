@@ -5,8 +5,9 @@
 //
 // One block of 4 warps per (64 query rows, head, batch); each warp owns 16 query rows and
 // keeps everything in registers: its Q fragments (loaded once), the scores of one key tile
-// and the output accumulator. Per tile of 64 keys the block stages K ([key][d]) and V
-// transposed ([d][key]) in shared memory, then each warp
+// and the output accumulator. Tiles of 64 keys of K and V ([key][d]) stream into shared
+// memory with cp.async, double-buffered (tile i + 1 loads while tile i is used; V's B
+// fragments come transposed through ldmatrix.trans), and for each tile each warp does
 //   S = Q K^T        mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), 8 n-tiles of 8 keys
 //   online softmax   rows g and g + 8 of the warp's 16 per lane (g = lane / 4), row max and
 //                    sum over the 4 lanes of a row by shuffles; P = exp2(S scale log2e - m),
@@ -71,11 +72,33 @@ __device__ __forceinline__ uint32_t ld32(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// 16 bytes global -> shared without passing through registers; zeros when !valid.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four transposed 8x8 16-bit matrices from shared memory; lane l gives the address of row
+// l % 8 of matrix l / 8 and receives, of each, the elements (rows 2t, 2t + 1; column g):
+// B fragments of a row-major [k][n] tile.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreadsFlash)
     flash_qkv_kernel(const T* qkv, T* out, int64_t len, int heads, float scale_log2) {
-  __shared__ __align__(16) T k_s[kBK * kLd];  // [key][d]
-  __shared__ __align__(16) T vt_s[kD * kLd];  // [d][key]
+  __shared__ __align__(16) T k_s[2][kBK * kLd];  // [stage][key][d]
+  __shared__ __align__(16) T v_s[2][kBK * kLd];  // [stage][key][d]
   const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int64_t q0 = int64_t(blockIdx.x) * kBQ;
@@ -83,7 +106,6 @@ __global__ void __launch_bounds__(kThreadsFlash)
   const int64_t b = blockIdx.z;
   const int64_t hd = int64_t(heads) * kD, row_stride = 3 * hd;
   const T* base = qkv + b * len * row_stride + int64_t(h) * kD;
-  const T zero = dev_from_f32<T>(0.0f);
 
   // This lane's rows of Q as A fragments, for the 4 k-steps of 16 over D.
   const int64_t row0 = q0 + warp * 16 + g, row1 = row0 + 8;
@@ -103,28 +125,38 @@ __global__ void __launch_bounds__(kThreadsFlash)
   for (int j = 0; j < kD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  for (int64_t k0 = 0; k0 < len; k0 += kBK) {
-    __syncthreads();  // every warp is done with the previous tile
+  // K and V tiles of 64 keys, double-buffered: tile i + 1 streams in (cp.async) while
+  // the warps compute on tile i.
+  auto load_tile = [&](int stage, int64_t k0) {
     for (int i = tid; i < kBK * (kD / 8); i += kThreadsFlash) {
       const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (k0 + r < len) {
-        const T* row = base + (k0 + r) * row_stride;
-        kv = *reinterpret_cast<const uint4*>(row + hd + c);
-        vv = *reinterpret_cast<const uint4*>(row + 2 * hd + c);
-      }
-      *reinterpret_cast<uint4*>(k_s + r * kLd + c) = kv;
-      const T* ve = reinterpret_cast<const T*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt_s[(c + e) * kLd + r] = k0 + r < len ? ve[e] : zero;
+      const bool valid = k0 + r < len;
+      const T* row = base + (valid ? (k0 + r) * row_stride : 0);
+      cp_async16(k_s[stage] + r * kLd + c, row + hd + c, valid);
+      cp_async16(v_s[stage] + r * kLd + c, row + 2 * hd + c, valid);
     }
-    __syncthreads();
+    cp_async_commit();
+  };
+  const int64_t tiles = (len + kBK - 1) / kBK;
+  load_tile(0, 0);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t k0 = tile * kBK;
+    const int stage = int(tile & 1);
+    if (tile + 1 < tiles) {
+      load_tile(stage ^ 1, k0 + kBK);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile `tile` is in shared memory for every warp
+    const T* k_tile = k_s[stage];
+    const T* v_tile = v_s[stage];
 
     float s[kBK / 8][4];
 #pragma unroll
     for (int j = 0; j < kBK / 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const T* krow = k_s + (j * 8 + g) * kLd + 2 * t;
+      const T* krow = k_tile + (j * 8 + g) * kLd + 2 * t;
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk)
         mma16816(s[j], qa[kk], ld32(krow + kk * 16), ld32(krow + kk * 16 + 8), T{});
@@ -182,11 +214,16 @@ __global__ void __launch_bounds__(kThreadsFlash)
                               pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
                               pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-        const T* vrow = vt_s + (j * 8 + g) * kLd + kk * 16 + 2 * t;
-        mma16816(o[j], pa, ld32(vrow), ld32(vrow + 8), T{});
+      for (int j = 0; j < kD / 8; j += 2) {
+        // matrices: keys +0..7 / +8..15 of this k-step, d tiles j and j + 1
+        const int mi = lane >> 3, key = kk * 16 + (mi & 1) * 8 + (lane & 7);
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, v_tile + key * kLd + (j + (mi >> 1)) * 8);
+        mma16816(o[j], pa, bv[0], bv[1], T{});
+        mma16816(o[j + 1], pa, bv[2], bv[3], T{});
       }
     }
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
   const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
