@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -181,6 +182,46 @@ TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
       initial_tokens(tok, DecodingOptions{}, "en", model->config().n_text_ctx);
   check_against_cpu(dir.string(), jfk_mel(model->config().n_mels), prefix, tok.eot(), 60, true);
   fs::remove_all(dir);
+}
+
+// Single-token steps on CUDA replay captured graphs from the second visit of an offset on
+// (decode_graphs.h): teacher-forced logits of a replayed pass against a session without
+// graphs (PARLEY_CUDA_GRAPHS=0), step by step, after a reset and after a new window.
+TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  const Tensor mel = jfk_mel(80);
+  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+  WhisperSession eager(model);
+  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  WhisperSession graphed(model);
+  const std::vector<int32_t> prefix = {50257, 50362};
+  const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
+  auto run = [&](WhisperSession& s) {
+    std::vector<Tensor> rows;
+    s.reset();
+    rows.push_back(s.decode(prefix));
+    for (int32_t tok : forced) rows.push_back(s.decode(std::span<const int32_t>(&tok, 1)));
+    return rows;
+  };
+  // A second window's mel: jfk's, rescaled (other audio features, same offsets).
+  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  graphed.encode(mel);
+  run(graphed);  // first visits: eager steps, each then captured
+  for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
+    eager.encode(*window);
+    graphed.encode(*window);
+    const std::vector<Tensor> want = run(eager);
+    const std::vector<Tensor> got = run(graphed);  // replays
+    for (size_t i = 1; i < want.size(); ++i) {
+      const float scale = max_abs(want[i]);
+      EXPECT_LE(max_abs_diff(got[i], want[i]), 1e-3f * scale)
+          << "step " << i << (window == &mel ? " (first window)" : " (second window)");
+    }
+  }
 }
 
 // The encoder output itself, f32 on both sides.

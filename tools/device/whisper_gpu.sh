@@ -48,6 +48,12 @@ for dt in ${DTYPES:-f16 bf16}; do
   "$P" bench whisper -m /tmp/turbo --audio data/audio/jfk.wav --device cuda --dtype $dt \
     --runs ${RUNS:-10} 2>&1 | tee "$OUT/bench_turbo_$dt.jsonl" | cut -c1-220
 done
+# The decoder without CUDA graphs (every kernel launched from the host), for comparison.
+if [[ -n "${NOGRAPH:-}" ]]; then
+  PARLEY_CUDA_GRAPHS=0 "$P" bench whisper -m /tmp/turbo --audio data/audio/jfk.wav --device cuda \
+    --dtype f16 --runs ${RUNS:-10} 2>&1 | tee "$OUT/bench_turbo_f16_nographs.jsonl" |
+    grep -v '"bench":"whisper_\(load\|audio\|mel\)' | cut -c1-220
+fi
 # Per-kernel device times of one turbo encoder window and a few decoder steps (in launch
 # order; split into phases by hand): PROFILE=1.
 if [[ -n "${PROFILE:-}" ]]; then
