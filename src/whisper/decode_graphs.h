@@ -10,6 +10,9 @@
 // while the session lives, and all work is ordered on one stream, so a replay may reuse
 // blocks that other work used in between. Graphs are dropped when the engine's scratch
 // buffer moves (cuda::scratch_generation()). PARLEY_CUDA_GRAPHS=0 turns them off.
+// Limit: the backend has one stream for the process, and a capture records whatever any
+// thread queues on it meanwhile; CUDA sessions in several threads must not decode at the
+// same time with graphs on.
 #pragma once
 
 #include <cstdint>
