@@ -18,6 +18,8 @@
 #include "audio/mel.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/load_options.h"
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/decoding.h"
@@ -37,6 +39,8 @@ struct BenchWhisperOptions {
   int runs = 3;            // repetitions of every timed stage (median reported)
   int decode_tokens = 30;  // forced decoder steps per run
   int threads = 0;         // 0: all hardware threads
+  int warmup = -1;         // untimed calls before each stage; -1: 0 on the CPU, 2 on CUDA
+  DeviceFlags device;
 };
 
 double ms_since(Clock::time_point t0) {
@@ -48,12 +52,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median milliseconds of `fn` over `runs` calls (no warm-up: the first call is a run).
-double median_ms(int runs, const std::function<void()>& fn) {
+// Waits for the device's queued work, so host clocks time it (CUDA runs asynchronously).
+void sync(Device device) {
+  if (device == Device::cuda) cuda::synchronize();
+}
+
+// Median milliseconds of `fn` over `runs` calls after `warmup` untimed ones; the device
+// is synchronized before the clock starts and before it stops.
+double median_ms(int runs, int warmup, Device device, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> samples;
   for (int i = 0; i < runs; ++i) {
+    sync(device);
     const auto t0 = Clock::now();
     fn();
+    sync(device);
     samples.push_back(ms_since(t0));
   }
   return median(samples);
@@ -83,19 +96,26 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
 
   const auto t_load = Clock::now();
-  const auto model = WhisperModel::load(dir);
+  const LoadOptions load = load_options(opt.device);
+  const auto model = WhisperModel::load(dir, load);
   const auto tokenizer = load_tokenizer(*model);
   const double load_ms = ms_since(t_load);
   WhisperSession session(model);
+  const Device dev = model->device();
+  const int warmup = opt.warmup >= 0 ? opt.warmup : (dev == Device::cuda ? 2 : 0);
 
   const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const nlohmann::json common = {{"model", dir},
-                                 {"device", std::string(device_name(model->device()))},
-                                 {"dtype", std::string(dtype_name(model->dtype()))},
-                                 {"threads", cpu_threads().size()},
-                                 // oneDNN's OpenMP threads spin between GEMMs unless this
-                                 // is "passive"; on few cores that costs 10x per token.
-                                 {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : ""}};
+  const nlohmann::json common = {
+      {"model", dir},
+      {"device", std::string(device_name(model->device()))},
+      {"dtype", std::string(dtype_name(model->dtype()))},
+      {"device_label",
+       dev == Device::cuda ? std::string(cuda::device_label()) : std::string("cpu")},
+      {"warmup", warmup},
+      {"threads", cpu_threads().size()},
+      // oneDNN's OpenMP threads spin between GEMMs unless this
+      // is "passive"; on few cores that costs 10x per token.
+      {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : ""}};
   auto emit = [&](nlohmann::json j) {
     j.update(common);
     std::cout << j.dump() << std::endl;
@@ -103,19 +123,20 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   emit({{"bench", "whisper_load"}, {"ms", load_ms}});
 
   std::vector<float> samples;
-  const double audio_ms = median_ms(opt.runs, [&] { samples = load_audio(opt.audio); });
+  const double audio_ms =
+      median_ms(opt.runs, warmup, dev, [&] { samples = load_audio(opt.audio); });
   const double audio_seconds = double(samples.size()) / kWhisperSampleRate;
   emit({{"bench", "whisper_audio_decode"}, {"ms", audio_ms}, {"audio_seconds", audio_seconds}});
 
   // The log-mel of the whole file as transcribe() computes it (with 30 s of padding).
   const int n_mels = model->config().n_mels;
   Tensor mel;
-  const double mel_ms =
-      median_ms(opt.runs, [&] { mel = log_mel_spectrogram(samples, n_mels, kChunkSamples); });
+  const double mel_ms = median_ms(
+      opt.runs, warmup, dev, [&] { mel = log_mel_spectrogram(samples, n_mels, kChunkSamples); });
   emit({{"bench", "whisper_mel"}, {"ms", mel_ms}, {"frames", mel.dim(1)}});
 
   const Tensor window = pad_or_trim_frames(mel, kChunkFrames);  // encoder cost is shape-only
-  const double enc_ms = median_ms(opt.runs, [&] { session.encode(window); });
+  const double enc_ms = median_ms(opt.runs, warmup, dev, [&] { session.encode(window); });
   emit({{"bench", "whisper_encoder"}, {"ms_per_window", enc_ms}});
 
   // The sot sequence of an English transcription (no prompt), as the first window starts.
@@ -126,6 +147,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
                 " does not fit the decoder's " + std::to_string(model->config().n_text_ctx) +
                 " positions");
   std::vector<double> per_token;
+  for (int i = 0; i < warmup; ++i) forced_decode_ms_per_token(session, prefix, opt.decode_tokens);
   for (int i = 0; i < opt.runs; ++i)
     per_token.push_back(forced_decode_ms_per_token(session, prefix, opt.decode_tokens));
   const double tok_ms = median(per_token);
@@ -134,9 +156,23 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
         {"tokens_per_second", 1000.0 / tok_ms},
         {"decode_tokens", opt.decode_tokens}});
 
+  // The end-to-end figure: audio decode, log-mel, one encoder window, the sot
+  // prefix and exactly --decode-tokens greedy steps (argmax on the host), whatever the
+  // audio says, so every system can be made to do the same work.
+  const double forced_ms = median_ms(opt.runs, warmup, dev, [&] {
+    const std::vector<float> s = load_audio(opt.audio);
+    const Tensor m = log_mel_spectrogram(s, n_mels, kChunkSamples);
+    session.encode(pad_or_trim_frames(m, kChunkFrames));
+    forced_decode_ms_per_token(session, prefix, opt.decode_tokens);
+  });
+  emit({{"bench", "whisper_e2e_forced"},
+        {"ms", forced_ms},
+        {"decode_tokens", opt.decode_tokens},
+        {"audio_seconds", audio_seconds}});
+
   // End to end, as `parley transcribe` does it: decode the file, log-mel, every window.
   TranscribeResult result;
-  const double e2e_ms = median_ms(opt.runs, [&] {
+  const double e2e_ms = median_ms(opt.runs, warmup, dev, [&] {
     const std::vector<float> s = load_audio(opt.audio);
     result = transcribe(session, tokenizer, s, TranscribeOptions{});
   });
@@ -160,6 +196,8 @@ void add_bench_whisper_subcommand(CLI::App& bench) {
   cmd->add_option("--decode-tokens", opt->decode_tokens, "Forced decoder steps per run")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  cmd->add_option("--warmup", opt->warmup, "Untimed calls per stage (default: 0 CPU, 2 CUDA)");
+  add_device_flags(cmd, opt->device);
   cmd->callback([opt] { run_bench_whisper(*opt); });
 }
 

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/vad_gate.h"
+#include "cli/load_options.h"
 #include "engine/threadpool.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
@@ -33,6 +34,7 @@ struct TranscribeCliOptions {
   int threads = 0;
   VadGateOptions vad;
   bool run_stats = false;  // print Whisper's encoder/decoder run counts to stderr
+  DeviceFlags device;
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -83,7 +85,7 @@ void run_transcribe(const TranscribeCliOptions& opt) {
     } else {
       if (gate && gate->filter()) time_map.emplace(speech, 16000);
       if (!model) {
-        model = WhisperModel::load(dir);
+        model = WhisperModel::load(dir, load_options(opt.device));
         tokenizer.emplace(load_tokenizer(*model));
         session = std::make_unique<WhisperSession>(model);
       }
@@ -131,6 +133,7 @@ void add_transcribe_command(CLI::App& app) {
   add_vad_gate_options(cmd, opt->vad);
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");
+  add_device_flags(cmd, opt->device);
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace parley {
@@ -23,6 +24,20 @@ void memcpy_d2h(void* dst, const void* src, size_t bytes);
 void memcpy_d2d(void* dst, const void* src, size_t bytes);
 void synchronize();
 std::string_view device_label();  // e.g. "NVIDIA H200 (sm_90, 139 GiB)"
+
+// CUDA graphs: the work this thread queues on the backend's stream between begin_capture()
+// and end_capture() is recorded, not run, and launch() replays it with the same pointers
+// (a decoder step: one launch instead of a hundred). No host <-> device copy may be
+// queued while capturing.
+class Graph;
+void begin_capture();
+std::shared_ptr<Graph> end_capture();  // instantiated, ready to launch
+void abort_capture() noexcept;         // ends a capture that failed half way, discarding it
+void launch(const Graph& graph);
+// The backend's scratch buffer (op temporaries) at least `bytes` now, so that it does not
+// move later: graphs keep its address. scratch_generation() changes whenever it moves.
+void reserve_scratch(size_t bytes);
+uint64_t scratch_generation();
 }  // namespace cuda
 
 }  // namespace parley

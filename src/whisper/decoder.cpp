@@ -15,6 +15,7 @@
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/transpose.h"
+#include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 #include "whisper/model.h"
 
@@ -104,42 +105,47 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
   const DType dt = model_->dtype();
   const Device dev = model_->device();
 
+  // A single-token step on CUDA replays a captured graph of the whole forward pass
+  // (decode_graphs.h); its token id then lives in the graphs' fixed device buffer.
+  const bool graphed = graphs_ && t == 1;
   Tensor ids_host = host_pool_.alloc({t}, DType::i32);
   std::memcpy(ids_host.raw(), tokens.data(), tokens.size_bytes());
   Tensor ids = ids_host;
   if (dev != Device::cpu) {
-    ids = pool_.alloc({t}, DType::i32);
+    ids = graphed ? graphs_->token() : pool_.alloc({t}, DType::i32);
     ids.copy_from(ids_host);
   }
+  const bool direct = dev == Device::cpu;
 
-  Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
-  embedding(w.token_embedding, ids, x);
-  add(x, w.decoder_positions.slice0(offset, offset + t), x);
+  // Device work only from here to the logits (no host copies: it may be captured).
+  auto forward = [&]() -> Tensor {
+    Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
+    embedding(w.token_embedding, ids, x);
+    add(x, w.decoder_positions.slice0(offset, offset + t), x);
 
-  for (size_t i = 0; i < cache_.size(); ++i) {
-    const DecoderLayerWeights& layer = w.decoder_layers[i];
-    decoder_self_attention(pool_, x, layer, {cache_[i].self_k, cache_[i].self_v, offset},
-                           c.n_text_head);
-    decoder_cross_attention(pool_, x, layer, cache_[i].cross_kv, c.n_text_head);
-    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
-  }
+    for (size_t i = 0; i < cache_.size(); ++i) {
+      const DecoderLayerWeights& layer = w.decoder_layers[i];
+      decoder_self_attention(pool_, x, layer, {cache_[i].self_k, cache_[i].self_v, offset},
+                             c.n_text_head);
+      decoder_cross_attention(pool_, x, layer, cache_[i].cross_kv, c.n_text_head);
+      mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+    }
+
+    const Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
+    // Logits come out of the GEMM in f32 whatever the weights' dtype (f32 accumulation):
+    // rounding them to f16/bf16 would flip argmaxes between near-equal candidates.
+    Tensor logits = direct ? host_pool_.alloc({t, c.n_vocab}, DType::f32)
+                           : pool_.alloc({t, c.n_vocab}, DType::f32);  // [T, n_vocab]
+    MatmulOptions opt;
+    opt.trans_b = true;
+    matmul(out, w.token_embedding, logits, opt);
+    return logits;
+  };
+  const Tensor logits = graphed ? graphs_->step(int(offset), forward) : forward();
   n_cached_ = int(offset + t);
-
-  const Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
-  const bool direct = dev == Device::cpu && dt == DType::f32;
-  Tensor logits = direct ? host_pool_.alloc({t, c.n_vocab}, DType::f32)
-                         : pool_.alloc({t, c.n_vocab}, dt);  // [T, n_vocab]
-  MatmulOptions opt;
-  opt.trans_b = true;
-  matmul(out, w.token_embedding, logits, opt);
   if (direct) return logits;
-  Tensor logits_f32 = logits;
-  if (dt != DType::f32) {
-    logits_f32 = pool_.alloc(logits.shape(), DType::f32);
-    convert(logits, logits_f32);
-  }
   Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
-  host.copy_from(logits_f32);
+  host.copy_from(logits);
   return host;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
@@ -88,10 +89,20 @@ void unfused_attention(Pool& pool, const Tensor& q, const Tensor& k, const Tenso
   matmul(probs, v.reshape({h, tk, v.dim(3)}), out_3d);
 }
 
-// x [T, d] += out_proj(self_attention(ln(x))), no mask.
+// x [T, d] += out_proj(self_attention(ln(x))), no mask. On CUDA in f16/bf16 one flash
+// kernel (attention_qkv); elsewhere (the f32 parity path) the three unfused steps.
 void encoder_attention(Pool& pool, Tensor& x, const EncoderLayerWeights& l, int n_head) {
-  const Tensor attn_in = layer_norm(pool, x, l.attn_ln);   // [T, d]
-  const Tensor qkv = linear(pool, attn_in, l.attn_qkv);    // [T, 3d]
+  const Tensor attn_in = layer_norm(pool, x, l.attn_ln);  // [T, d]
+  const Tensor qkv = linear(pool, attn_in, l.attn_qkv);   // [T, 3d]
+  if (x.device() == Device::cuda && x.dtype() != DType::f32) {
+    // The fast path: flash attention straight from the projection, token-major.
+    const int64_t t = x.dim(0), d = x.dim(1);
+    Tensor merged = pool.alloc({t, d}, x.dtype());
+    Tensor merged_3d = merged.reshape({1, t, d});
+    attention_qkv(qkv.reshape({1, t, 3 * d}), n_head, merged_3d);
+    linear_residual(merged, l.attn_out, x);
+    return;
+  }
   const Tensor heads = split_heads(pool, qkv, 3, n_head);  // [3, H, T, d_head]
   const Tensor q = heads.slice0(0, 1), k = heads.slice0(1, 2), v = heads.slice0(2, 3);
   Tensor attn = pool.alloc(q.shape(), q.dtype());  // [1, H, T, d_head]

@@ -15,6 +15,7 @@
 #include "io/ggml_legacy.h"
 #include "io/npz.h"
 #include "io/safetensors.h"
+#include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 
 namespace parley {
@@ -234,6 +235,14 @@ WhisperSession::WhisperSession(std::shared_ptr<const WhisperModel> model)
     l.self_k = Tensor::empty({c.n_text_ctx, d}, dt, dev);
     l.self_v = Tensor::empty({c.n_text_ctx, d}, dt, dev);
     l.cross_kv = Tensor::empty({2, h, c.n_audio_ctx, dh}, dt, dev);
+  }
+  if (dev == Device::cuda) {
+    // Op temporaries (conv1d's im2col columns, the split attention's partials) fit in
+    // this, so the scratch buffer never moves under captured decoder-step graphs.
+    constexpr size_t kScratchBytes = size_t(64) << 20;
+    cuda::reserve_scratch(kScratchBytes);
+    if (whisper::DecodeGraphs::enabled())
+      graphs_ = std::make_shared<whisper::DecodeGraphs>(c.n_text_ctx);
   }
 }
 

@@ -23,6 +23,10 @@
 
 namespace parley {
 
+namespace whisper {
+class DecodeGraphs;  // decode_graphs.h: CUDA graphs of single-token steps
+}
+
 // Process-wide counts of Whisper forward passes (every model, every session), so tests
 // and /metrics can prove that work did or did not reach the network (the VAD gate).
 struct WhisperRunCounters {
@@ -141,6 +145,7 @@ class WhisperSession {
   std::vector<LayerCache> cache_;
   int n_cached_ = 0;
   bool encoded_ = false;
+  std::shared_ptr<whisper::DecodeGraphs> graphs_;  // CUDA only (null elsewhere)
 };
 
 }  // namespace parley

@@ -219,12 +219,14 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
     EXPECT_EQ(j.at("threads"), 2);
     by_stage[j.at("bench").get<std::string>()] = j;
   }
-  ASSERT_EQ(by_stage.size(), 6u) << r.output;
+  ASSERT_EQ(by_stage.size(), 7u) << r.output;
   EXPECT_GT(by_stage.at("whisper_load").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_mel").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_encoder").at("ms_per_window").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_decode").at("ms_per_token").get<double>(), 0.0);
   EXPECT_EQ(by_stage.at("whisper_decode").at("decode_tokens"), 5);
+  EXPECT_GT(by_stage.at("whisper_e2e_forced").at("ms").get<double>(), 0.0);
+  EXPECT_EQ(by_stage.at("whisper_e2e_forced").at("decode_tokens"), 5);
   const auto& e2e = by_stage.at("whisper_transcribe");
   EXPECT_NEAR(e2e.at("audio_seconds").get<double>(), 11.0, 0.1);  // jfk.wav is 11 s
   EXPECT_GT(e2e.at("rtf").get<double>(), 0.0);

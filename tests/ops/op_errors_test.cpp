@@ -152,6 +152,18 @@ TEST(OpErrors, Attention) {
   expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_mask i8[1, 4]"});
 }
 
+TEST(OpErrors, AttentionQkv) {
+  Tensor qkv = f32({1, 5, 48}), o = f32({1, 5, 16});
+  expect_error([&] { attention_qkv(qkv, 5, o); },
+               {"[attention_qkv]", "qkv f32[1, 5, 48]", "5 heads"});
+  Tensor o_bad = f32({1, 4, 16});
+  expect_error([&] { attention_qkv(qkv, 2, o_bad); }, {"[attention_qkv]", "out f32[1, 4, 16]"});
+  Tensor o16 = of({1, 5, 16}, DType::f16);
+  expect_error([&] { attention_qkv(qkv, 2, o16); }, {"[attention_qkv]", "dtypes differ"});
+  Tensor flat = f32({5, 48});
+  expect_error([&] { attention_qkv(flat, 2, o); }, {"[attention_qkv]", "3 dimensions"});
+}
+
 TEST(OpErrors, Select) {
   Tensor x = f32({2, 5}), o = f32({2});
   expect_error([&] { argmax(x, o); }, {"[argmax]", "out f32[2]", "i32[2]"});

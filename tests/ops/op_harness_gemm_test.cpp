@@ -103,6 +103,11 @@ TEST_P(Matmul, Bias) {
   run({.m = 37, .n = 53, .k = 29, .trans_b = true, .bias = true});
   run({.m = 37, .n = 53, .k = 29, .bias = true, .bias_f32 = true});
   run({.m = 3, .n = 1536, .k = 384, .trans_b = true, .bias = true});
+  // Aligned 16-bit shapes with a bias take CUDA's cuBLASLt epilogue path, with and without
+  // beta (the residual add of linear_residual) and with b not transposed.
+  run({.m = 40, .n = 256, .k = 128, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 1, .n = 64, .k = 192, .trans_b = true, .alpha = 0.5f, .beta = 0.75f, .bias = true});
+  run({.m = 24, .n = 128, .k = 64, .bias = true});
 }
 
 TEST_P(Matmul, AlphaBeta) {
@@ -328,7 +333,84 @@ TEST_P(Attention, DecodeStep) {
   run({3, 2, 1, 40, 64, 64, true, true, 0.0f});
 }
 
+// Whisper decoder shapes on CUDA's split-key path (keys cut into chunks of 64, merged by
+// a second kernel): cross-attention over 1500 frames (24 chunks, the last one partial),
+// beams over a causal self-attention cache, a chunk boundary exactly at Lk, and padded
+// keys (the last batch item fully padded: every chunk empty).
+TEST_P(Attention, DecodeSplitKeys) {
+  run({1, 6, 1, 1500, 64, 64, false, false, 0.0f});
+  run({5, 3, 1, 200, 64, 64, true, false, 0.0f});
+  run({2, 2, 3, 128, 64, 64, true, true, 0.0f});
+  run({3, 2, 2, 150, 32, 48, false, true, 0.0f});
+}
+
+// More than 4096 (row, head) pairs: CUDA leaves the split path for the per-row kernel.
+TEST_P(Attention, ManyRows) { run({1, 8, 600, 70, 16, 16, true, true, 0.0f}); }
+
 INSTANTIATE_TEST_SUITE_P(Ops, Attention, ::testing::ValuesIn(op_params()), op_param_name);
+
+// ------------------------------------------------------------------------ attention_qkv
+
+struct AttentionQkvCase {
+  int64_t batch, len, heads, d;
+  bool causal;
+};
+
+class AttentionQkv : public OpTest {
+ protected:
+  void run(const AttentionQkvCase& ac) {
+    SCOPED_TRACE("attention_qkv B " + std::to_string(ac.batch) + " L " + std::to_string(ac.len) +
+                 " H " + std::to_string(ac.heads) + " D " + std::to_string(ac.d) +
+                 (ac.causal ? " causal" : ""));
+    const int64_t hd = ac.heads * ac.d;
+    const HostTensor qkv = random({ac.batch, ac.len, 3 * hd}, -2.0f, 2.0f);
+    AttentionOptions opt;
+    opt.causal = ac.causal;
+    Tensor o = out({ac.batch, ac.len, hd});
+    attention_qkv(dev(qkv.t), int(ac.heads), o, opt);
+
+    const double scale = 1.0 / std::sqrt(double(ac.d));
+    auto at = [&](int64_t b, int64_t pos, int64_t which, int64_t h, int64_t c) {
+      return double(qkv.v[size_t(((b * ac.len + pos) * 3 + which) * hd + h * ac.d + c)]);
+    };
+    std::vector<double> want(size_t(o.numel()), 0.0), s(size_t(ac.len));
+    for (int64_t b = 0; b < ac.batch; ++b)
+      for (int64_t h = 0; h < ac.heads; ++h)
+        for (int64_t i = 0; i < ac.len; ++i) {
+          const int64_t end = ac.causal ? i + 1 : ac.len;
+          double mx = -INFINITY, sum = 0.0;
+          for (int64_t j = 0; j < end; ++j) {
+            double dot = 0.0;
+            for (int64_t c = 0; c < ac.d; ++c) dot += at(b, i, 0, h, c) * at(b, j, 1, h, c);
+            s[size_t(j)] = dot * scale;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          for (int64_t j = 0; j < end; ++j) sum += std::exp(s[size_t(j)] - mx);
+          for (int64_t j = 0; j < end; ++j) {
+            const double p = std::exp(s[size_t(j)] - mx) / sum;
+            for (int64_t c = 0; c < ac.d; ++c)
+              want[size_t((b * ac.len + i) * hd + h * ac.d + c)] += p * at(b, j, 2, h, c);
+          }
+        }
+    expect_close(read_floats(o), want, tol(), "attention_qkv");
+  }
+};
+
+// D = 64 without a mask is CUDA's flash kernel in f16/bf16: several key tiles with a
+// partial last one (700 = 10 * 64 + 60), a batch of two with a partial query block, and
+// a length under one tile. D = 32 and causal take the split-heads path.
+TEST_P(AttentionQkv, Flash) {
+  run({1, 700, 2, 64, false});
+  run({2, 77, 3, 64, false});
+  run({1, 5, 1, 64, false});
+}
+
+TEST_P(AttentionQkv, SplitHeadsPath) {
+  run({1, 130, 2, 32, false});
+  run({2, 40, 2, 64, true});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionQkv, ::testing::ValuesIn(op_params()), op_param_name);
 
 }  // namespace
 }  // namespace parley::test

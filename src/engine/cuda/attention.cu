@@ -11,6 +11,15 @@
 // block, up to the device's opt-in limit (227 KiB on H100/H200: Lk up to about 57,000 at
 // D = 128); beyond that the call is an unsupported error. B and H up to 65535 (grid y, z).
 // Every block re-reads its head's K and V, so this is far from FlashAttention speed.
+//
+// Few query rows (a decoder step: B * H * Lq <= kSplitMaxRows) take the split-key path
+// instead (flash-decoding): the keys of each (row, head) are cut into chunks of kChunk,
+// one block per chunk computes the chunk's max m, sum l = sum exp(s - m) and unnormalized
+// o = sum exp(s - m) v into a scratch buffer, and a second kernel merges the chunks:
+//   M = max m_c, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
+// That spreads a row's 1500 cross-attention keys over 24 blocks instead of one. When
+// D == Dv is 4, 8 or 16 vectors of 16 bytes (Whisper's 64 in every dtype) and the
+// tensors are 16-byte aligned, a vectorized chunk kernel replaces the generic one.
 #include <cmath>
 #include <string>
 
@@ -106,6 +115,238 @@ __global__ void __launch_bounds__(kThreadsAttn)
   }
 }
 
+constexpr int kChunk = 64;          // keys per block on the split path
+constexpr int kThreadsSplit = 128;  // 4 warps
+constexpr int64_t kSplitMaxRows = 4096;
+
+// One block per (chunk c, head h, row r = b * Lq + i). Writes part_m/part_l[(r*H+h)*C+c]
+// and part_o[((r*H+h)*C+c)*Dv + d].
+template <typename T>
+__global__ void __launch_bounds__(kThreadsSplit)
+    attention_split_kernel(const T* q, const T* k, const T* v, float* part_m, float* part_l,
+                           float* part_o, AttnShape s, int64_t chunks) {
+  extern __shared__ float smem[];
+  float* qs = smem;             // [D]
+  float* p = qs + s.d;          // [kChunk]
+  float* partial = p + kChunk;  // [kThreadsSplit]
+  const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
+  const int64_t b = r / s.lq, i = r - b * s.lq;
+  const int64_t bh = b * s.heads + h;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = kThreadsSplit / 32;
+  const int64_t slot = (r * s.heads + h) * chunks + c;
+
+  int64_t end = s.lk;
+  if (s.causal) {
+    const int64_t last = i + (s.lk - s.lq);
+    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
+  }
+  const int64_t j0 = c * kChunk;
+  const int64_t n = end - j0 < kChunk ? end - j0 : kChunk;  // keys of this chunk
+  float* o_out = part_o + slot * s.dv;
+  if (n <= 0) {
+    if (tid == 0) {
+      part_m[slot] = -INFINITY;
+      part_l[slot] = 0.0f;
+    }
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = 0.0f;
+    return;
+  }
+  const T* q_row = q + (bh * s.lq + i) * s.d;
+  for (int64_t d = tid; d < s.d; d += kThreadsSplit) qs[d] = dev_to_f32(q_row[d]) * s.scale;
+  __syncthreads();
+
+  const T* k_head = k + (bh * s.lk + j0) * s.d;
+  for (int64_t j = warp; j < n; j += kWarps) {
+    const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
+    float dot = 0.0f;
+    if (!masked) {
+      const T* k_row = k_head + j * s.d;
+      for (int64_t d = lane; d < s.d; d += 32) dot += qs[d] * dev_to_f32(k_row[d]);
+      dot = warp_reduce(dot, SumOp{});
+    }
+    if (lane == 0) p[j] = masked ? -INFINITY : dot;
+  }
+  __syncthreads();
+  // Every thread computes the chunk's max and sum itself (kChunk values in shared memory).
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) m = MaxOp{}(m, p[j]);
+  if (m == -INFINITY) {  // every key of the chunk is masked
+    if (tid == 0) {
+      part_m[slot] = -INFINITY;
+      part_l[slot] = 0.0f;
+    }
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = 0.0f;
+    return;
+  }
+  __syncthreads();  // everyone has read the raw scores
+  for (int64_t j = tid; j < n; j += kThreadsSplit) p[j] = expf(p[j] - m);
+  __syncthreads();
+  if (tid == 0) {
+    float l = 0.0f;
+    for (int64_t j = 0; j < n; ++j) l += p[j];
+    part_m[slot] = m;
+    part_l[slot] = l;
+  }
+  const T* v_head = v + (bh * s.lk + j0) * s.dv;
+  const int64_t groups = s.dv < kThreadsSplit ? kThreadsSplit / s.dv : 1;
+  if (groups == 1) {
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) acc += p[j] * dev_to_f32(v_head[j * s.dv + d]);
+      o_out[d] = acc;
+    }
+    return;
+  }
+  const int64_t g = tid / s.dv, d = tid % s.dv;
+  if (g < groups) {
+    float acc = 0.0f;
+    for (int64_t j = g; j < n; j += groups) acc += p[j] * dev_to_f32(v_head[j * s.dv + d]);
+    partial[tid] = acc;
+  }
+  __syncthreads();
+  if (tid < s.dv) {
+    float acc = 0.0f;
+    for (int64_t gi = 0; gi < groups; ++gi) acc += partial[gi * s.dv + tid];
+    o_out[tid] = acc;
+  }
+}
+
+// The split path's fast variant for D == Dv == LANES * VEC (16-byte vectors of VEC
+// elements; Whisper's D = 64 in f16/bf16 is 8 lanes per key): a key's dot product takes
+// LANES lanes, one 16-byte load each and a log2(LANES) shuffle reduction, so a warp
+// scores 32 / LANES keys at once; warp 0 takes the chunk's max and sum with shuffles; for
+// P V each thread accumulates VEC outputs over every (128 / LANES)-th key and the key
+// groups' partial rows are summed through shared memory.
+template <typename T, int kLanes>
+__global__ void __launch_bounds__(kThreadsSplit)
+    attention_split_vec_kernel(const T* q, const T* k, const T* v, float* part_m, float* part_l,
+                               float* part_o, AttnShape s, int64_t chunks) {
+  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kDim = kLanes * kVec;
+  constexpr int kGroups = kThreadsSplit / kLanes;  // keys in flight per pass
+  __shared__ float p[kChunk];
+  __shared__ float o_part[kGroups][kDim];
+  __shared__ float chunk_max;
+  const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
+  const int64_t b = r / s.lq, i = r - b * s.lq;
+  const int64_t bh = b * s.heads + h;
+  const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
+  const int64_t slot = (r * s.heads + h) * chunks + c;
+
+  int64_t end = s.lk;
+  if (s.causal) {
+    const int64_t last = i + (s.lk - s.lq);
+    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
+  }
+  const int64_t j0 = c * kChunk;
+  const int n = int(end - j0 < kChunk ? end - j0 : kChunk);
+  float* o_out = part_o + slot * kDim;
+  if (n <= 0) {
+    if (tid == 0) {
+      part_m[slot] = -INFINITY;
+      part_l[slot] = 0.0f;
+    }
+    for (int d = tid; d < kDim; d += kThreadsSplit) o_out[d] = 0.0f;
+    return;
+  }
+
+  float qf[kVec];
+  {
+    const uint4 raw = *reinterpret_cast<const uint4*>(q + (bh * s.lq + i) * kDim + sub * kVec);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int x = 0; x < kVec; ++x) qf[x] = dev_to_f32(e[x]) * s.scale;
+  }
+  const T* k_head = k + (bh * s.lk + j0) * kDim + sub * kVec;
+  // Every lane of a warp runs the same passes (the shuffles need all 32).
+  for (int base = 0; base < n; base += kGroups) {
+    const int j = base + grp;
+    float dot = 0.0f;
+    if (j < n) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(k_head + int64_t(j) * kDim);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int x = 0; x < kVec; ++x) dot += qf[x] * dev_to_f32(e[x]);
+    }
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    if (j < n && sub == 0) {
+      const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
+      p[j] = masked ? -INFINITY : dot;
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    const float a = lane < n ? p[lane] : -INFINITY;
+    const float a2 = lane + 32 < n ? p[lane + 32] : -INFINITY;
+    const float m = warp_reduce(MaxOp{}(a, a2), MaxOp{});
+    float l = 0.0f;
+    if (m != -INFINITY) {
+      const float ea = lane < n ? expf(a - m) : 0.0f;
+      const float eb = lane + 32 < n ? expf(a2 - m) : 0.0f;
+      if (lane < n) p[lane] = ea;
+      if (lane + 32 < n) p[lane + 32] = eb;
+      l = warp_reduce(ea + eb, SumOp{});
+    }
+    if (lane == 0) {
+      chunk_max = m;
+      part_m[slot] = m;
+      part_l[slot] = l;
+    }
+  }
+  __syncthreads();
+  if (chunk_max == -INFINITY) {  // every key of the chunk is masked
+    for (int d = tid; d < kDim; d += kThreadsSplit) o_out[d] = 0.0f;
+    return;
+  }
+  float acc[kVec];
+#pragma unroll
+  for (int x = 0; x < kVec; ++x) acc[x] = 0.0f;
+  const T* v_head = v + (bh * s.lk + j0) * kDim + sub * kVec;
+  for (int j = grp; j < n; j += kGroups) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * kDim);
+    const T* e = reinterpret_cast<const T*>(&raw);
+    const float pj = p[j];
+#pragma unroll
+    for (int x = 0; x < kVec; ++x) acc[x] += pj * dev_to_f32(e[x]);
+  }
+#pragma unroll
+  for (int x = 0; x < kVec; ++x) o_part[grp][sub * kVec + x] = acc[x];
+  __syncthreads();
+  for (int d = tid; d < kDim; d += kThreadsSplit) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int g = 0; g < kGroups; ++g) sum += o_part[g][d];
+    o_out[d] = sum;
+  }
+}
+
+// One block per (head h, row r): merges the chunks into out[b, h, i, :].
+template <typename T>
+__global__ void attention_merge_kernel(const float* part_m, const float* part_l,
+                                       const float* part_o, T* out, AttnShape s, int64_t chunks) {
+  const int64_t h = blockIdx.x, r = blockIdx.y;
+  const int64_t b = r / s.lq, i = r - b * s.lq;
+  const int64_t base = (r * s.heads + h) * chunks;
+  T* out_row = out + ((b * s.heads + h) * s.lq + i) * s.dv;
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < chunks; ++c) mx = MaxOp{}(mx, part_m[base + c]);
+  if (mx == -INFINITY) {
+    for (int64_t d = threadIdx.x; d < s.dv; d += blockDim.x) out_row[d] = dev_from_f32<T>(0.0f);
+    return;
+  }
+  float l = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) l += expf(part_m[base + c] - mx) * part_l[base + c];
+  const float inv = 1.0f / l;
+  for (int64_t d = threadIdx.x; d < s.dv; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c)
+      acc += expf(part_m[base + c] - mx) * part_o[(base + c) * s.dv + d];
+    out_row[d] = dev_from_f32<T>(acc * inv);
+  }
+}
+
 }  // namespace
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
@@ -124,15 +365,70 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
   s.causal = opt.causal;
   s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
 
-  check(batch <= 65535 && heads <= 65535 && lq <= int64_t(0x7fffffff), ErrorKind::unsupported,
-        "[attention] B = " + std::to_string(batch) + ", H = " + std::to_string(heads) +
-            ", Lq = " + std::to_string(lq) + " exceed the CUDA grid (B, H <= 65535)");
+  const int64_t rows = batch * lq;
+  if (rows * heads <= kSplitMaxRows && heads <= 65535) {
+    const int64_t chunks = (lk + kChunk - 1) / kChunk;
+    if (chunks == 0) {  // no keys at all: every row is zeros
+      check_cuda(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream()),
+                 "cudaMemsetAsync (attention)");
+      return;
+    }
+    const int64_t slots = rows * heads * chunks;
+    const size_t part_bytes = size_t(slots) * (2 + size_t(dv)) * sizeof(float);
+    const size_t smem = size_t(d + kChunk + kThreadsSplit) * sizeof(float);
+    if (!(smem + kStaticSharedBytes <= shared_memory_optin()))
+      throw Error(ErrorKind::unsupported,
+                  "[attention] D = " + std::to_string(d) + " is too large for shared memory");
+    Scratch scratch(part_bytes);
+    float* part_m = static_cast<float*>(scratch.data());
+    float* part_l = part_m + slots;
+    float* part_o = part_l + slots;
+    dispatch_device_float(q.dtype(), kOp, [&](auto tag) {
+      using T = decltype(tag);
+      if (smem > kDefaultSharedBytes)
+        check_cuda(cudaFuncSetAttribute(attention_split_kernel<T>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                   "cudaFuncSetAttribute (attention shared memory)");
+      const dim3 grid{unsigned(chunks), unsigned(heads), unsigned(rows)};
+      constexpr int64_t kVec = 16 / int64_t(sizeof(T));
+      const bool aligned =
+          ((reinterpret_cast<uintptr_t>(q.raw()) | reinterpret_cast<uintptr_t>(k.raw()) |
+            reinterpret_cast<uintptr_t>(v.raw())) &
+           15u) == 0;
+      const int64_t lanes = d == dv && d % kVec == 0 && aligned ? d / kVec : 0;
+      if (lanes == 4)
+        attention_split_vec_kernel<T, 4><<<grid, kThreadsSplit, 0, stream()>>>(
+            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+      else if (lanes == 8)
+        attention_split_vec_kernel<T, 8><<<grid, kThreadsSplit, 0, stream()>>>(
+            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+      else if (lanes == 16)
+        attention_split_vec_kernel<T, 16><<<grid, kThreadsSplit, 0, stream()>>>(
+            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+      else
+        attention_split_kernel<T><<<grid, kThreadsSplit, smem, stream()>>>(
+            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+      check_launch(kOp);
+      const int threads = dv >= 128 ? 128 : int((dv + 31) / 32 * 32);
+      const dim3 grid2{unsigned(heads), unsigned(rows)};
+      attention_merge_kernel<T>
+          <<<grid2, threads, 0, stream()>>>(part_m, part_l, part_o, out.data<T>(), s, chunks);
+    });
+    check_launch(kOp);
+    return;
+  }
+
+  if (!(batch <= 65535 && heads <= 65535 && lq <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported,
+                "[attention] B = " + std::to_string(batch) + ", H = " + std::to_string(heads) +
+                    ", Lq = " + std::to_string(lq) + " exceed the CUDA grid (B, H <= 65535)");
   const size_t smem = size_t(d + lk + kThreadsAttn) * sizeof(float);
-  check(smem + kStaticSharedBytes <= shared_memory_optin(), ErrorKind::unsupported,
-        "[attention] Lk = " + std::to_string(lk) + ", D = " + std::to_string(d) + " need " +
-            std::to_string(smem) + " bytes of shared memory; this device allows " +
-            std::to_string(shared_memory_optin()) +
-            " (the reference kernel keeps a row of scores)");
+  if (!(smem + kStaticSharedBytes <= shared_memory_optin()))
+    throw Error(ErrorKind::unsupported,
+                "[attention] Lk = " + std::to_string(lk) + ", D = " + std::to_string(d) + " need " +
+                    std::to_string(smem) + " bytes of shared memory; this device allows " +
+                    std::to_string(shared_memory_optin()) +
+                    " (the reference kernel keeps a row of scores)");
 
   dispatch_device_float(q.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);

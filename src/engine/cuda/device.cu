@@ -107,18 +107,26 @@ cudaDataType_t cuda_data_type(DType t) {
 }
 
 void check_rows(int64_t rows, const char* op) {
-  check(rows <= int64_t(0x7fffffff), ErrorKind::unsupported,
-        std::string("[") + op + "] " + std::to_string(rows) + " rows exceed the CUDA grid limit");
+  if (!(rows <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + std::to_string(rows) +
+                                            " rows exceed the CUDA grid limit");
 }
 
 namespace {
 std::mutex g_scratch_mutex;
 void* g_scratch = nullptr;
 size_t g_scratch_bytes = 0;
+std::atomic<uint64_t> g_scratch_generation{0};
 }  // namespace
 
 Scratch::Scratch(size_t bytes) : lock_(g_scratch_mutex) {
   if (bytes > g_scratch_bytes) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(stream(), &capturing), "cudaStreamIsCapturing");
+    if (capturing != cudaStreamCaptureStatusNone)
+      throw Error(ErrorKind::internal, "[cuda] scratch of " + std::to_string(bytes) +
+                                           " bytes needed while capturing a graph; reserve it");
+    g_scratch_generation.fetch_add(1);
     constexpr size_t kGranule = size_t(1) << 20;
     const size_t want = (bytes + kGranule - 1) / kGranule * kGranule;
     if (g_scratch) {
@@ -136,6 +144,49 @@ Scratch::Scratch(size_t bytes) : lock_(g_scratch_mutex) {
     g_scratch_bytes = want;
   }
   ptr_ = g_scratch;
+}
+
+void reserve_scratch(size_t bytes) { Scratch reserve(bytes); }
+
+uint64_t scratch_generation() { return g_scratch_generation.load(); }
+
+// --- graphs ------------------------------------------------------------------------------
+
+class Graph {
+ public:
+  explicit Graph(cudaGraphExec_t exec) : exec_(exec) {}
+  ~Graph() { cudaGraphExecDestroy(exec_); }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_;
+};
+
+void begin_capture() {
+  check_cuda(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed),
+             "cudaStreamBeginCapture");
+}
+
+std::shared_ptr<Graph> end_capture() {
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamEndCapture(stream(), &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(err, "cudaGraphInstantiate");
+  return std::make_shared<Graph>(exec);
+}
+
+void abort_capture() noexcept {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
+void launch(const Graph& graph) {
+  check_cuda(cudaGraphLaunch(graph.exec(), stream()), "cudaGraphLaunch");
 }
 
 // --- device.h --------------------------------------------------------------------------

@@ -37,6 +37,24 @@ __global__ void unary_kernel(const T* x, T* out, int64_t n) {
   }
 }
 
+// The same over 16-byte vectors (8 elements of a 16-bit dtype): one load and one store
+// instruction per 8 elements (the encoder's GELU runs over [1500, 4 d]).
+template <typename T, UnaryOp kOp>
+__global__ void unary_vec8_kernel(const T* x, T* out, int64_t n8) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  PARLEY_GRID_STRIDE(i, n8) {
+    uint4 v = reinterpret_cast<const uint4*>(x)[i];
+    T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float f = dev_to_f32(e[k]);
+      e[k] = dev_from_f32<T>(kOp == UnaryOp::gelu ? 0.5f * f * (1.0f + erff(f * kInvSqrt2))
+                                                  : f / (1.0f + expf(-f)));
+    }
+    reinterpret_cast<uint4*>(out)[i] = v;
+  }
+}
+
 template <typename In, typename Out>
 __global__ void convert_kernel(const In* a, Out* out, int64_t n) {
   PARLEY_GRID_STRIDE(i, n) { out[i] = dev_from_f32<Out>(dev_to_f32(a[i])); }
@@ -81,6 +99,19 @@ void unary(UnaryOp op, const Tensor& x, Tensor& out) {
   const char* name = op == UnaryOp::gelu ? "gelu" : "silu";
   dispatch_device_float(x.dtype(), name, [&](auto tag) {
     using T = decltype(tag);
+    const bool vec8 = sizeof(T) == 2 && n % 8 == 0 &&
+                      (reinterpret_cast<uintptr_t>(x.raw()) & 15u) == 0 &&
+                      (reinterpret_cast<uintptr_t>(out.raw()) & 15u) == 0;
+    if (vec8) {
+      const int64_t n8 = n / 8;
+      if (op == UnaryOp::gelu)
+        unary_vec8_kernel<T, UnaryOp::gelu>
+            <<<grid_for(n8), kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(), n8);
+      else
+        unary_vec8_kernel<T, UnaryOp::silu>
+            <<<grid_for(n8), kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(), n8);
+      return;
+    }
     if (op == UnaryOp::gelu)
       unary_kernel<T, UnaryOp::gelu>
           <<<grid_for(n), kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(), n);

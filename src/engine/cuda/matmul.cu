@@ -1,8 +1,18 @@
 // matmul on CUDA (ops/matmul.h) through cuBLAS, and the row-major GEMM helper that conv1d
 // shares (common.cuh). Row-major matrices are handed to column-major cuBLAS as their
 // transposes: c^T = op(b)^T @ a^T, i.e. cuBLAS's A is our b and its B is our a.
+//
+// A 16-bit GEMM with a bias of its own dtype (every Linear layer of the fast path) goes
+// through cuBLASLt with the bias in the epilogue, d = alpha a op(b) + beta c + bias, one
+// pass over c instead of a bias pass before the GEMM; plans (descriptors and the
+// heuristic's algorithm) are cached per shape. f32 (the parity path) keeps cublasGemmEx.
+#include <cublasLt.h>
+
 #include <climits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "engine/cuda/common.cuh"
 #include "engine/ops/matmul.h"
@@ -25,9 +35,100 @@ __global__ void scale_add_bias_kernel(T* c, int64_t rows, int64_t cols, float be
 }
 
 void check_int(int64_t v, const char* what, const char* op) {
-  check(v <= int64_t(INT_MAX), ErrorKind::unsupported,
-        std::string("[") + op + "] " + what + " = " + std::to_string(v) +
-            " exceeds cuBLAS's 32-bit limit");
+  if (!(v <= int64_t(INT_MAX)))
+    throw Error(ErrorKind::unsupported, std::string("[") + op + "] " + what + " = " +
+                                            std::to_string(v) + " exceeds cuBLAS's 32-bit limit");
+}
+
+// --- cuBLASLt with a bias epilogue ------------------------------------------------------
+
+cublasLtHandle_t lt_handle() {
+  static const cublasLtHandle_t h = [] {
+    cublasLtHandle_t r = nullptr;
+    check_cublas(cublasLtCreate(&r), "cublasLtCreate");
+    return r;
+  }();
+  return h;
+}
+
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+
+void* lt_workspace() {
+  static void* const w = [] {
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, kLtWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    return p;
+  }();
+  return w;
+}
+
+struct LtPlan {
+  bool ok = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (our b), B, C
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using LtKey = std::tuple<int64_t, int64_t, int64_t, bool, DType, bool>;  // m n k trans dt beta
+
+std::mutex g_lt_mutex;
+std::map<LtKey, LtPlan> g_lt_plans;
+
+LtPlan make_plan(const GemmArgs& g) {
+  LtPlan p;
+  const cudaDataType_t t = cuda_data_type(g.ab_type);
+  check_cublas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  check_cublas(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+               "cublasLt TRANSA");
+  check_cublas(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+               "cublasLt TRANSB");
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+      "cublasLt EPILOGUE");
+  const uint64_t m = uint64_t(g.m), n = uint64_t(g.n), k = uint64_t(g.k);
+  if (g.trans_b)
+    check_cublas(cublasLtMatrixLayoutCreate(&p.a, t, k, n, int64_t(k)), "cublasLt layout A");
+  else
+    check_cublas(cublasLtMatrixLayoutCreate(&p.a, t, n, k, int64_t(n)), "cublasLt layout A");
+  check_cublas(cublasLtMatrixLayoutCreate(&p.b, t, k, m, int64_t(k)), "cublasLt layout B");
+  check_cublas(cublasLtMatrixLayoutCreate(&p.c, t, n, m, int64_t(n)), "cublasLt layout C");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const size_t ws = kLtWorkspaceBytes;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws),
+               "cublasLt workspace preference");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p.desc, p.a, p.b, p.c, p.c,
+                                                           pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.algo = result.algo;
+    p.ok = true;
+  }
+  return p;
+}
+
+// c = alpha a op(b) + beta c + bias through cuBLASLt; false when it has no algorithm for
+// the shape (the caller falls back to the bias pass + cublasGemmEx).
+bool gemm_bias_lt(const GemmArgs& g, const void* bias) {
+  const LtKey key{g.m, g.n, g.k, g.trans_b, g.ab_type, g.beta != 0.0f};
+  std::lock_guard<std::mutex> lock(g_lt_mutex);
+  auto it = g_lt_plans.find(key);
+  if (it == g_lt_plans.end()) it = g_lt_plans.emplace(key, make_plan(g)).first;
+  const LtPlan& p = it->second;
+  if (!p.ok) return false;
+  check_cublas(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+      "cublasLt BIAS_POINTER");
+  check_cublas(cublasLtMatmul(lt_handle(), p.desc, &g.alpha, g.b, p.a, g.a, p.b, &g.beta, g.c, p.c,
+                              g.c, p.c, &p.algo, lt_workspace(), kLtWorkspaceBytes, stream()),
+               "cublasLtMatmul in matmul");
+  return true;
 }
 
 }  // namespace
@@ -54,16 +155,18 @@ void gemm(const GemmArgs& g, const char* op) {
   const int ld_b = int(g.trans_b ? g.k : g.n), ld_a = k, ld_c = m;
   const cudaDataType_t ab = cuda_data_type(g.ab_type), ct = cuda_data_type(g.c_type);
   if (g.batch == 1) {
-    check_cublas(
+    const cublasStatus_t st =
         cublasGemmEx(cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab, ld_b, g.a, ab, ld_a,
-                     &g.beta, g.c, ct, ld_c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        (std::string("cublasGemmEx in ") + op).c_str());
+                     &g.beta, g.c, ct, ld_c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      check_cublas(st, (std::string("cublasGemmEx in ") + op).c_str());
   } else {
-    check_cublas(cublasGemmStridedBatchedEx(cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab,
-                                            ld_b, g.stride_b, g.a, ab, ld_a, g.stride_a, &g.beta,
-                                            g.c, ct, ld_c, g.stride_c, int(g.batch),
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 (std::string("cublasGemmStridedBatchedEx in ") + op).c_str());
+    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+        cublas(), op_b, CUBLAS_OP_N, m, n, k, &g.alpha, g.b, ab, ld_b, g.stride_b, g.a, ab, ld_a,
+        g.stride_a, &g.beta, g.c, ct, ld_c, g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      check_cublas(st, (std::string("cublasGemmStridedBatchedEx in ") + op).c_str());
   }
 }
 
@@ -94,6 +197,9 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   if (rows == 0 || g.n == 0) return;
   g.alpha = opt.alpha;
   g.beta = opt.beta;
+  if (opt.bias && g.batch == 1 && g.k > 0 && g.ab_type != DType::f32 && g.c_type == g.ab_type &&
+      opt.bias->dtype() == g.c_type && gemm_bias_lt(g, opt.bias->raw()))
+    return;
   // Bias goes in first (c = beta * c + bias), then the GEMM accumulates with beta = 1:
   // the same sum as the header's order, and it lets cuBLAS write c only once.
   if (opt.bias || g.k == 0) {

@@ -137,9 +137,9 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 }
 
 void check_row_length(int64_t v, const char* op) {
-  check(v <= int64_t(INT32_MAX), ErrorKind::unsupported,
-        std::string("[") + op + "] rows of " + std::to_string(v) +
-            " elements do not fit i32 indices");
+  if (!(v <= int64_t(INT32_MAX)))
+    throw Error(ErrorKind::unsupported, std::string("[") + op + "] rows of " + std::to_string(v) +
+                                            " elements do not fit i32 indices");
 }
 
 }  // namespace
@@ -159,9 +159,10 @@ void argmax(const Tensor& x, Tensor& out) {
 }
 
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
-  check(k <= kMaxTopK, ErrorKind::unsupported,
-        "[topk] k = " + std::to_string(k) + " exceeds the CUDA kernel's limit of " +
-            std::to_string(kMaxTopK));
+  if (!(k <= kMaxTopK))
+    throw Error(ErrorKind::unsupported, "[topk] k = " + std::to_string(k) +
+                                            " exceeds the CUDA kernel's limit of " +
+                                            std::to_string(kMaxTopK));
   const int64_t v = x.dim(-1);
   const int64_t rows = v ? x.numel() / v : 0;
   if (rows == 0 || k <= 0) return;
@@ -177,9 +178,10 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
     check_launch("topk");
     return;
   }
-  check(rows <= 65535, ErrorKind::unsupported,
-        "[topk] " + std::to_string(rows) + " rows of " + std::to_string(v) +
-            " exceed the segmented kernel's grid (65535 rows)");
+  if (!(rows <= 65535))
+    throw Error(ErrorKind::unsupported, "[topk] " + std::to_string(rows) + " rows of " +
+                                            std::to_string(v) +
+                                            " exceed the segmented kernel's grid (65535 rows)");
   const int64_t n_cand = segments * k;  // per row; <= 2^31 / 4096 * 256
   Scratch scratch(size_t(rows * n_cand) * (sizeof(float) + sizeof(int32_t)));
   float* cand_v = static_cast<float*>(scratch.data());

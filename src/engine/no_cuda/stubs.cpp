@@ -33,9 +33,22 @@ void memcpy_d2h(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
 void memcpy_d2d(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
 void synchronize() { no_cuda("cuda_synchronize"); }
 std::string_view device_label() { return "none"; }
+class Graph {};
+void begin_capture() { no_cuda("cuda_graph"); }
+std::shared_ptr<Graph> end_capture() { no_cuda("cuda_graph"); }
+void abort_capture() noexcept {}
+void launch(const Graph&) { no_cuda("cuda_graph"); }
+void reserve_scratch(size_t) { no_cuda("cuda_scratch"); }
+uint64_t scratch_generation() { return 0; }
 
 void attention(const Tensor&, const Tensor&, const Tensor&, Tensor&, const AttentionOptions&) {
   no_cuda("attention");
+}
+bool attention_qkv_fused(const Tensor&, int, const Tensor&, const AttentionOptions&) {
+  return false;
+}
+void attention_qkv(const Tensor&, int, Tensor&, const AttentionOptions&) {
+  no_cuda("attention_qkv");
 }
 void conv1d(const Tensor&, const Tensor&, Tensor&, const Conv1dOptions&) { no_cuda("conv1d"); }
 void binary(BinaryOp op, const Tensor&, const Tensor&, Tensor&) {

@@ -2,6 +2,7 @@
 #include "engine/ops/attention.h"
 
 #include "engine/ops/op_checks.h"
+#include "engine/ops/transpose.h"
 
 namespace parley {
 
@@ -12,19 +13,22 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
       op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"key_mask", opt.key_mask}});
   detail::check_float(op, "q", q);
   for (const detail::Arg& a : {detail::Arg{"k", &k}, {"v", &v}, {"out", &out}})
-    detail::require(
-        a.t->dtype() == q.dtype(), op,
-        detail::arg_str("q", q) + " and " + detail::arg_str(a.name, *a.t) + ": dtypes differ");
+    detail::require(a.t->dtype() == q.dtype(), op, [&] {
+      return detail::arg_str("q", q) + " and " + detail::arg_str(a.name, *a.t) + ": dtypes differ";
+    });
   for (const detail::Arg& a : {detail::Arg{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}})
-    detail::require(a.t->ndim() == 4, op,
-                    detail::arg_str(a.name, *a.t) + ": expected 4 dimensions [B, H, L, D]");
+    detail::require(a.t->ndim() == 4, op, [&] {
+      return detail::arg_str(a.name, *a.t) + ": expected 4 dimensions [B, H, L, D]";
+    });
   const int64_t b = q.dim(0), h = q.dim(1), lq = q.dim(2), d = q.dim(3), lk = k.dim(2);
-  detail::require(k.dim(0) == b && k.dim(1) == h && k.dim(3) == d, op,
-                  detail::arg_str("q", q) + " and " + detail::arg_str("k", k) +
-                      ": expected k [B, H, Lk, D] with q's B, H and D");
-  detail::require(v.dim(0) == b && v.dim(1) == h && v.dim(2) == lk, op,
-                  detail::arg_str("k", k) + " and " + detail::arg_str("v", v) +
-                      ": expected v [B, H, Lk, Dv] with k's B, H and Lk");
+  detail::require(k.dim(0) == b && k.dim(1) == h && k.dim(3) == d, op, [&] {
+    return detail::arg_str("q", q) + " and " + detail::arg_str("k", k) +
+           ": expected k [B, H, Lk, D] with q's B, H and D";
+  });
+  detail::require(v.dim(0) == b && v.dim(1) == h && v.dim(2) == lk, op, [&] {
+    return detail::arg_str("k", k) + " and " + detail::arg_str("v", v) +
+           ": expected v [B, H, Lk, Dv] with k's B, H and Lk";
+  });
   detail::check_shape(op, "out", out, Shape{b, h, lq, v.dim(3)});
   if (opt.key_mask) {
     detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
@@ -34,6 +38,45 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     cuda::attention(q, k, v, out, opt);
   else
     cpu::attention(q, k, v, out, opt);
+}
+
+void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt) {
+  constexpr std::string_view op = "attention_qkv";
+  const Device dev =
+      detail::check_args(op, {{"qkv", &qkv}, {"out", &out}, {"key_mask", opt.key_mask}});
+  detail::check_float(op, "qkv", qkv);
+  detail::require(out.dtype() == qkv.dtype(), op, [&] {
+    return detail::arg_str("qkv", qkv) + " and " + detail::arg_str("out", out) + ": dtypes differ";
+  });
+  detail::require(qkv.ndim() == 3, op, [&] {
+    return detail::arg_str("qkv", qkv) + ": expected 3 dimensions [B, L, 3 * H * D]";
+  });
+  detail::require(n_head > 0 && qkv.dim(2) % (3 * int64_t(n_head)) == 0, op, [&] {
+    return detail::arg_str("qkv", qkv) + ": last dimension is not 3 * " + std::to_string(n_head) +
+           " heads * D";
+  });
+  const int64_t b = qkv.dim(0), l = qkv.dim(1), hd = qkv.dim(2) / 3, d = hd / n_head;
+  detail::check_shape(op, "out", out, Shape{b, l, hd});
+  if (opt.key_mask) {
+    detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
+    detail::check_shape(op, "key_mask", *opt.key_mask, Shape{b, l});
+  }
+  if (out.numel() == 0) return;
+  if (dev == Device::cuda && cuda::attention_qkv_fused(qkv, n_head, out, opt)) {
+    cuda::attention_qkv(qkv, n_head, out, opt);
+    return;
+  }
+  // [B, L, 3, H, D] -> [3, B, H, L, D], attention(), then [B, H, L, D] -> [B, L, H, D].
+  Tensor heads = Tensor::empty({3, b, n_head, l, d}, qkv.dtype(), dev);
+  permute(qkv.reshape({b, l, 3, n_head, d}), {2, 0, 3, 1, 4}, heads);
+  const Tensor flat = heads.reshape({3, b * n_head * l * d});
+  const Shape one{b, n_head, l, d};
+  const Tensor q = flat.slice0(0, 1).reshape(one), k = flat.slice0(1, 2).reshape(one),
+               v = flat.slice0(2, 3).reshape(one);
+  Tensor o = Tensor::empty(one, qkv.dtype(), dev);
+  attention(q, k, v, o, opt);
+  Tensor out_4d = out.reshape({b, l, n_head, d});
+  permute(o, {0, 2, 1, 3}, out_4d);
 }
 
 }  // namespace parley

@@ -20,6 +20,16 @@ struct AttentionOptions {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt = {});
 
+// Self-attention straight from a fused QKV projection, token-major, no permutes around it:
+//   qkv [B, L, 3 * H * D]: per position q, k, v side by side, each H heads of D
+//       (what a Linear with a [3 * H * D, d] weight produces);
+//   out [B, L, H * D]: the heads side by side (what the output projection takes).
+// The same function as attention() on the split heads (scale, causal and key_mask too).
+// CUDA runs f16/bf16 with D = 64 and neither causal nor key_mask as one flash-style kernel
+// (tensor cores, online softmax, no score matrix in memory); everything else, and the
+// CPU, splits the heads and calls attention().
+void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt = {});
+
 namespace cpu {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt);
@@ -27,6 +37,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
 namespace cuda {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt);
-}
+// Whether attention_qkv has a fused kernel for these arguments, and that kernel.
+bool attention_qkv_fused(const Tensor& qkv, int n_head, const Tensor& out,
+                         const AttentionOptions& opt);
+void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt);
+}  // namespace cuda
 
 }  // namespace parley

@@ -7,13 +7,14 @@ namespace parley {
 
 int64_t conv1d_out_length(int64_t length, int64_t kernel, const Conv1dOptions& opt) {
   constexpr std::string_view op = "conv1d";
-  detail::require(opt.stride >= 1 && opt.padding >= 0, op,
-                  "stride " + std::to_string(opt.stride) + " and padding " +
-                      std::to_string(opt.padding) + ": need stride >= 1 and padding >= 0");
-  detail::require(kernel >= 1 && length + 2 * opt.padding >= kernel, op,
-                  "input length " + std::to_string(length) + " with padding " +
-                      std::to_string(opt.padding) + " is shorter than kernel " +
-                      std::to_string(kernel));
+  detail::require(opt.stride >= 1 && opt.padding >= 0, op, [&] {
+    return "stride " + std::to_string(opt.stride) + " and padding " + std::to_string(opt.padding) +
+           ": need stride >= 1 and padding >= 0";
+  });
+  detail::require(kernel >= 1 && length + 2 * opt.padding >= kernel, op, [&] {
+    return "input length " + std::to_string(length) + " with padding " +
+           std::to_string(opt.padding) + " is shorter than kernel " + std::to_string(kernel);
+  });
   return (length + 2 * opt.padding - kernel) / opt.stride + 1;
 }
 
@@ -22,20 +23,23 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
   const Device dev =
       detail::check_args(op, {{"x", &x}, {"w", &w}, {"out", &out}, {"bias", opt.bias}});
   detail::check_float(op, "x", x);
-  detail::require(x.ndim() == 3, op, detail::arg_str("x", x) + ": expected [B, C_in, L]");
-  detail::require(w.ndim() == 3, op, detail::arg_str("w", w) + ": expected [C_out, C_in, K]");
-  detail::require(w.dtype() == x.dtype(), op,
-                  detail::arg_str("x", x) + " and " + detail::arg_str("w", w) + ": dtypes differ");
-  detail::require(w.dim(1) == x.dim(1), op,
-                  detail::arg_str("x", x) + " and " + detail::arg_str("w", w) +
-                      ": input channels " + std::to_string(x.dim(1)) + " and " +
-                      std::to_string(w.dim(1)) + " differ");
+  detail::require(x.ndim() == 3, op,
+                  [&] { return detail::arg_str("x", x) + ": expected [B, C_in, L]"; });
+  detail::require(w.ndim() == 3, op,
+                  [&] { return detail::arg_str("w", w) + ": expected [C_out, C_in, K]"; });
+  detail::require(w.dtype() == x.dtype(), op, [&] {
+    return detail::arg_str("x", x) + " and " + detail::arg_str("w", w) + ": dtypes differ";
+  });
+  detail::require(w.dim(1) == x.dim(1), op, [&] {
+    return detail::arg_str("x", x) + " and " + detail::arg_str("w", w) + ": input channels " +
+           std::to_string(x.dim(1)) + " and " + std::to_string(w.dim(1)) + " differ";
+  });
   if (opt.bias) detail::check_param(op, "bias", *opt.bias, w.dim(0), x.dtype());
   const Shape want{x.dim(0), w.dim(0), conv1d_out_length(x.dim(2), w.dim(2), opt)};
-  detail::require(out.dtype() == x.dtype() && out.shape() == want, op,
-                  detail::arg_str("out", out) + " must be " + std::string(dtype_name(x.dtype())) +
-                      want.str() + " for " + detail::arg_str("x", x) + " and " +
-                      detail::arg_str("w", w));
+  detail::require(out.dtype() == x.dtype() && out.shape() == want, op, [&] {
+    return detail::arg_str("out", out) + " must be " + std::string(dtype_name(x.dtype())) +
+           want.str() + " for " + detail::arg_str("x", x) + " and " + detail::arg_str("w", w);
+  });
   if (dev == Device::cuda)
     cuda::conv1d(x, w, out, opt);
   else

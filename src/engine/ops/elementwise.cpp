@@ -15,7 +15,7 @@ Device check_unary(std::string_view op, const Tensor& x, const Tensor& out) {
   const Device dev = detail::check_args(op, {{"x", &x}, {"out", &out}});
   detail::check_float(op, "x", x);
   require(out.shape() == x.shape() && out.dtype() == x.dtype(), op,
-          arg_str("out", out) + " must match " + arg_str("x", x));
+          [&] { return arg_str("out", out) + " must match " + arg_str("x", x); });
   return dev;
 }
 
@@ -24,14 +24,15 @@ void binary(std::string_view op, BinaryOp kind, const Tensor& a, const Tensor& b
   const Device dev = detail::check_args(op, {{"a", &a}, {"b", &b}, {"out", &out}});
   detail::check_float(op, "a", a);
   require(b.dtype() == a.dtype(), op,
-          arg_str("a", a) + " and " + arg_str("b", b) + ": dtypes differ");
+          [&] { return arg_str("a", a) + " and " + arg_str("b", b) + ": dtypes differ"; });
   bool trailing = b.ndim() <= a.ndim();
   for (int i = 1; trailing && i <= b.ndim(); ++i) trailing = b.dim(-i) == a.dim(-i);
-  require(trailing, op,
-          arg_str("a", a) + " and " + arg_str("b", b) +
-              ": b must have a's shape or the shape of a's trailing dimensions");
+  require(trailing, op, [&] {
+    return arg_str("a", a) + " and " + arg_str("b", b) +
+           ": b must have a's shape or the shape of a's trailing dimensions";
+  });
   require(out.shape() == a.shape() && out.dtype() == a.dtype(), op,
-          arg_str("out", out) + " must match " + arg_str("a", a));
+          [&] { return arg_str("out", out) + " must match " + arg_str("a", a); });
   if (dev == Device::cuda)
     cuda::binary(kind, a, b, out);
   else
@@ -69,10 +70,11 @@ void convert(const Tensor& a, Tensor& out) {
   constexpr std::string_view op = "convert";
   const Device dev = detail::check_args(op, {{"a", &a}, {"out", &out}});
   require(out.shape() == a.shape(), op,
-          arg_str("a", a) + " and " + arg_str("out", out) + ": shapes differ");
-  require(a.dtype() == out.dtype() || (is_float(a.dtype()) && is_float(out.dtype())), op,
-          arg_str("a", a) + " to " + arg_str("out", out) +
-              ": only float <-> float or same-dtype conversions exist");
+          [&] { return arg_str("a", a) + " and " + arg_str("out", out) + ": shapes differ"; });
+  require(a.dtype() == out.dtype() || (is_float(a.dtype()) && is_float(out.dtype())), op, [&] {
+    return arg_str("a", a) + " to " + arg_str("out", out) +
+           ": only float <-> float or same-dtype conversions exist";
+  });
   if (dev == Device::cuda)
     cuda::convert(a, out);
   else

@@ -13,24 +13,27 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   // ids may stay on the host while the table is on CUDA (the header allows it); the reverse
   // would need a device read here.
   detail::require(ids.device() == dev || ids.device() == Device::cpu, op,
-                  detail::arg_str("ids", ids) + " is on cuda but table is on cpu");
+                  [&] { return detail::arg_str("ids", ids) + " is on cuda but table is on cpu"; });
   detail::check_float(op, "table", table);
-  detail::require(table.ndim() == 2, op, detail::arg_str("table", table) + ": expected [V, D]");
+  detail::require(table.ndim() == 2, op,
+                  [&] { return detail::arg_str("table", table) + ": expected [V, D]"; });
   detail::check_dtype(op, "ids", ids, DType::i32);
   const int64_t vocab = table.dim(0), d = table.dim(1);
   Shape nested = ids.shape();
   nested.push_back(d);
   const Shape flat{ids.numel(), d};
   detail::require(
-      out.dtype() == table.dtype() && (out.shape() == nested || out.shape() == flat), op,
-      detail::arg_str("out", out) + " must be " + std::string(dtype_name(table.dtype())) +
-          flat.str() + " or " + nested.str() + " for " + detail::arg_str("ids", ids));
+      out.dtype() == table.dtype() && (out.shape() == nested || out.shape() == flat), op, [&] {
+        return detail::arg_str("out", out) + " must be " + std::string(dtype_name(table.dtype())) +
+               flat.str() + " or " + nested.str() + " for " + detail::arg_str("ids", ids);
+      });
   if (ids.device() == Device::cpu) {
     const int32_t* p = ids.data<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i)
-      detail::require(p[i] >= 0 && p[i] < vocab, op,
-                      "id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
-                          " is outside the table's " + std::to_string(vocab) + " rows");
+      detail::require(p[i] >= 0 && p[i] < vocab, op, [&] {
+        return "id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
+               " is outside the table's " + std::to_string(vocab) + " rows";
+      });
   }
   if (dev == Device::cuda)  // host ids (checked above) go up first: the kernel reads device memory
     cuda::embedding(table, ids.device() == Device::cuda ? ids : ids.to(Device::cuda), out);

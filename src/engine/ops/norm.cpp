@@ -12,12 +12,14 @@ Device check_norm(std::string_view op, const Tensor& x, const Tensor& gamma, con
   const Device dev =
       detail::check_args(op, {{"x", &x}, {"gamma", &gamma}, {"beta", beta}, {"out", &out}});
   detail::check_float(op, "x", x);
-  detail::require(x.ndim() >= 1, op, detail::arg_str("x", x) + ": needs at least one dimension");
+  detail::require(x.ndim() >= 1, op,
+                  [&] { return detail::arg_str("x", x) + ": needs at least one dimension"; });
   const int64_t d = x.dim(-1);
   detail::check_param(op, "gamma", gamma, d, x.dtype());
   if (beta) detail::check_param(op, "beta", *beta, d, x.dtype());
-  detail::require(out.shape() == x.shape() && out.dtype() == x.dtype(), op,
-                  detail::arg_str("out", out) + " must match " + detail::arg_str("x", x));
+  detail::require(out.shape() == x.shape() && out.dtype() == x.dtype(), op, [&] {
+    return detail::arg_str("out", out) + " must match " + detail::arg_str("x", x);
+  });
   return dev;
 }
 

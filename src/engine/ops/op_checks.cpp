@@ -18,7 +18,8 @@ Device check_args(std::string_view op, std::initializer_list<Arg> args) {
   const Arg* first = nullptr;
   for (const Arg& a : args) {
     if (!a.t) continue;
-    require(a.t->defined(), op, std::string(a.name) + " " + tensor_str(*a.t) + " has no memory");
+    require(a.t->defined(), op,
+            [&] { return std::string(a.name) + " " + tensor_str(*a.t) + " has no memory"; });
     if (!first) {
       first = &a;
     } else if (a.t->device() != first->t->device()) {
@@ -38,18 +39,20 @@ void check_float(std::string_view op, const char* name, const Tensor& t) {
 
 void check_dtype(std::string_view op, const char* name, const Tensor& t, DType want) {
   require(t.dtype() == want, op,
-          arg_str(name, t) + ": expected dtype " + std::string(dtype_name(want)));
+          [&] { return arg_str(name, t) + ": expected dtype " + std::string(dtype_name(want)); });
 }
 
 void check_shape(std::string_view op, const char* name, const Tensor& t, const Shape& want) {
-  require(t.shape() == want, op, arg_str(name, t) + ": expected shape " + want.str());
+  require(t.shape() == want, op,
+          [&] { return arg_str(name, t) + ": expected shape " + want.str(); });
 }
 
 void check_param(std::string_view op, const char* name, const Tensor& t, int64_t n, DType like) {
-  require(t.dtype() == DType::f32 || t.dtype() == like, op,
-          arg_str(name, t) + ": expected dtype f32 or " + std::string(dtype_name(like)));
+  require(t.dtype() == DType::f32 || t.dtype() == like, op, [&] {
+    return arg_str(name, t) + ": expected dtype f32 or " + std::string(dtype_name(like));
+  });
   require(t.ndim() == 1 && t.dim(0) == n, op,
-          arg_str(name, t) + ": expected shape [" + std::to_string(n) + "]");
+          [&] { return arg_str(name, t) + ": expected shape [" + std::to_string(n) + "]"; });
 }
 
 }  // namespace parley::detail

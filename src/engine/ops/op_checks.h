@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "engine/tensor.h"
 
@@ -28,6 +29,13 @@ std::string arg_str(const char* name, const Tensor& t);
                        ErrorKind kind = ErrorKind::invalid_argument);
 inline void require(bool cond, std::string_view op, const std::string& message) {
   if (!cond) fail(op, message);
+}
+// The same with the message built only on failure: every op validates its arguments on
+// every call, and a decoder step makes about a hundred calls (format nothing when fine).
+template <typename MakeMessage>
+requires std::is_invocable_r_v<std::string, MakeMessage>
+inline void require(bool cond, std::string_view op, MakeMessage&& make_message) {
+  if (!cond) fail(op, make_message());
 }
 
 // Every present argument has memory (or no elements) and all live on one device;

@@ -10,7 +10,7 @@ namespace {
 void check_rows(std::string_view op, const Tensor& x) {
   detail::check_float(op, "x", x);
   detail::require(x.ndim() == 2 && x.dim(1) >= 1, op,
-                  detail::arg_str("x", x) + ": expected [N, V] with V >= 1");
+                  [&] { return detail::arg_str("x", x) + ": expected [N, V] with V >= 1"; });
 }
 
 }  // namespace
@@ -19,9 +19,10 @@ void argmax(const Tensor& x, Tensor& out) {
   constexpr std::string_view op = "argmax";
   const Device dev = detail::check_args(op, {{"x", &x}, {"out", &out}});
   check_rows(op, x);
-  detail::require(out.dtype() == DType::i32 && out.shape() == Shape{x.dim(0)}, op,
-                  detail::arg_str("out", out) + " must be i32[" + std::to_string(x.dim(0)) +
-                      "] for " + detail::arg_str("x", x));
+  detail::require(out.dtype() == DType::i32 && out.shape() == Shape{x.dim(0)}, op, [&] {
+    return detail::arg_str("out", out) + " must be i32[" + std::to_string(x.dim(0)) + "] for " +
+           detail::arg_str("x", x);
+  });
   if (dev == Device::cuda)
     cuda::argmax(x, out);
   else
@@ -33,15 +34,18 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
   const Device dev =
       detail::check_args(op, {{"x", &x}, {"values", &values}, {"indices", &indices}});
   check_rows(op, x);
-  detail::require(k >= 1 && k <= x.dim(1), op,
-                  "k = " + std::to_string(k) + " is outside [1, " + std::to_string(x.dim(1)) +
-                      "] for " + detail::arg_str("x", x));
+  detail::require(k >= 1 && k <= x.dim(1), op, [&] {
+    return "k = " + std::to_string(k) + " is outside [1, " + std::to_string(x.dim(1)) + "] for " +
+           detail::arg_str("x", x);
+  });
   const Shape want{x.dim(0), k};
-  detail::require(values.dtype() == x.dtype() && values.shape() == want, op,
-                  detail::arg_str("values", values) + " must be " +
-                      std::string(dtype_name(x.dtype())) + want.str());
-  detail::require(indices.dtype() == DType::i32 && indices.shape() == want, op,
-                  detail::arg_str("indices", indices) + " must be i32" + want.str());
+  detail::require(values.dtype() == x.dtype() && values.shape() == want, op, [&] {
+    return detail::arg_str("values", values) + " must be " + std::string(dtype_name(x.dtype())) +
+           want.str();
+  });
+  detail::require(indices.dtype() == DType::i32 && indices.shape() == want, op, [&] {
+    return detail::arg_str("indices", indices) + " must be i32" + want.str();
+  });
   if (dev == Device::cuda)
     cuda::topk(x, k, values, indices);
   else

@@ -1,0 +1,34 @@
+// The --device / --dtype flags shared by `transcribe` and `bench whisper`: where the model
+// runs and the dtype of its weights and activations (f32 on the CPU is the parity path).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/error.h"
+#include "whisper/model.h"
+
+namespace parley::cli {
+
+struct DeviceFlags {
+  std::string device = "cpu";  // cpu | cuda
+  std::string dtype = "f32";   // f32 | f16 | bf16
+};
+
+inline void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
+  cmd->add_option("--device", f.device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", f.dtype, "Weights and activations: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+}
+
+inline LoadOptions load_options(const DeviceFlags& f) {
+  LoadOptions o;
+  o.device = f.device == "cuda" ? Device::cuda : Device::cpu;
+  o.dtype = f.dtype == "f16" ? DType::f16 : (f.dtype == "bf16" ? DType::bf16 : DType::f32);
+  return o;
+}
+
+}  // namespace parley::cli

@@ -1,0 +1,276 @@
+// attention_qkv on CUDA (ops/attention.h): a flash-style self-attention kernel for the
+// Whisper encoder (L = 1500 positions, D = 64), reading q, k and v straight from the fused
+// QKV projection [B, L, 3 * H * 64] and writing [B, L, H * 64], so the heads are never
+// permuted and no [L, L] score matrix touches memory (FlashAttention-2's scheme).
+//
+// One block of 4 warps per (64 query rows, head, batch); each warp owns 16 query rows and
+// keeps everything in registers: its Q fragments (loaded once), the scores of one key tile
+// and the output accumulator. Tiles of 64 keys of K and V ([key][d]) stream into shared
+// memory with cp.async, double-buffered (tile i + 1 loads while tile i is used; V's B
+// fragments come transposed through ldmatrix.trans), and for each tile each warp does
+//   S = Q K^T        mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), 8 n-tiles of 8 keys
+//   online softmax   rows g and g + 8 of the warp's 16 per lane (g = lane / 4), row max and
+//                    sum over the 4 lanes of a row by shuffles; P = exp2(S scale log2e - m),
+//                    O *= exp2(m_old - m)
+//   O += P V         the S accumulators, rounded to 16 bits, are exactly the A fragments
+//                    of the next mma (the m16n8k16 C layout is its A layout), 8 n-tiles of D
+// and finally out = O / l. Keys past L are -inf (P = 0), their K and V rows zeros.
+// Fragment layouts (PTX ISA, mma.m16n8k16): with g = lane / 4 and t = lane % 4,
+//   A: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)   [row, col]
+//   B: b0 (k 2t..2t+1, n g)  b1 (k 2t+8..2t+9, n g)
+//   C: c0 c1 (g, 2t..2t+1)  c2 c3 (g+8, 2t..2t+1)
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "engine/cuda/common.cuh"
+#include "engine/ops/attention.h"
+
+namespace parley::cuda {
+
+namespace {
+
+constexpr int kD = 64;   // head size
+constexpr int kBQ = 64;  // query rows per block (16 per warp)
+constexpr int kBK = 64;  // keys per tile
+constexpr int kWarpsFlash = kBQ / 16;
+constexpr int kThreadsFlash = kWarpsFlash * 32;
+constexpr int kLd = 72;  // shared-memory row pitch in elements: conflict-free fragment loads
+static_assert(kBK == kD, "K and transposed V tiles share one shape");
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1, __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1, __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as one 32-bit register of 16-bit values (lo in the low half).
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t ld32(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// 16 bytes global -> shared without passing through registers; zeros when !valid.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four transposed 8x8 16-bit matrices from shared memory; lane l gives the address of row
+// l % 8 of matrix l / 8 and receives, of each, the elements (rows 2t, 2t + 1; column g):
+// B fragments of a row-major [k][n] tile.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreadsFlash)
+    flash_qkv_kernel(const T* qkv, T* out, int64_t len, int heads, float scale_log2) {
+  __shared__ __align__(16) T k_s[2][kBK * kLd];  // [stage][key][d]
+  __shared__ __align__(16) T v_s[2][kBK * kLd];  // [stage][key][d]
+  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t q0 = int64_t(blockIdx.x) * kBQ;
+  const int h = int(blockIdx.y);
+  const int64_t b = blockIdx.z;
+  const int64_t hd = int64_t(heads) * kD, row_stride = 3 * hd;
+  const T* base = qkv + b * len * row_stride + int64_t(h) * kD;
+
+  // This lane's rows of Q as A fragments, for the 4 k-steps of 16 over D.
+  const int64_t row0 = q0 + warp * 16 + g, row1 = row0 + 8;
+  const bool ok0 = row0 < len, ok1 = row1 < len;
+  uint32_t qa[kD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int c = kk * 16 + 2 * t;
+    qa[kk][0] = ok0 ? ld32(base + row0 * row_stride + c) : 0u;
+    qa[kk][1] = ok1 ? ld32(base + row1 * row_stride + c) : 0u;
+    qa[kk][2] = ok0 ? ld32(base + row0 * row_stride + c + 8) : 0u;
+    qa[kk][3] = ok1 ? ld32(base + row1 * row_stride + c + 8) : 0u;
+  }
+
+  float o[kD / 8][4];
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  // K and V tiles of 64 keys, double-buffered: tile i + 1 streams in (cp.async) while
+  // the warps compute on tile i.
+  auto load_tile = [&](int stage, int64_t k0) {
+    for (int i = tid; i < kBK * (kD / 8); i += kThreadsFlash) {
+      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
+      const bool valid = k0 + r < len;
+      const T* row = base + (valid ? (k0 + r) * row_stride : 0);
+      cp_async16(k_s[stage] + r * kLd + c, row + hd + c, valid);
+      cp_async16(v_s[stage] + r * kLd + c, row + 2 * hd + c, valid);
+    }
+    cp_async_commit();
+  };
+  const int64_t tiles = (len + kBK - 1) / kBK;
+  load_tile(0, 0);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t k0 = tile * kBK;
+    const int stage = int(tile & 1);
+    if (tile + 1 < tiles) {
+      load_tile(stage ^ 1, k0 + kBK);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile `tile` is in shared memory for every warp
+    const T* k_tile = k_s[stage];
+    const T* v_tile = v_s[stage];
+
+    float s[kBK / 8][4];
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const T* krow = k_tile + (j * 8 + g) * kLd + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk)
+        mma16816(s[j], qa[kk], ld32(krow + kk * 16), ld32(krow + kk * 16 + 8), T{});
+    }
+
+    const int64_t valid = len - k0;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      const int key = j * 8 + 2 * t;
+      const bool v0 = key < valid, v1 = key + 1 < valid;
+      s[j][0] = v0 ? s[j][0] * scale_log2 : -INFINITY;
+      s[j][1] = v1 ? s[j][1] * scale_log2 : -INFINITY;
+      s[j][2] = v0 ? s[j][2] * scale_log2 : -INFINITY;
+      s[j][3] = v1 ? s[j][3] * scale_log2 : -INFINITY;
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // finite: a tile has a valid key
+    const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);  // 0 on the first tile
+    m0 = mn0;
+    m1 = mn1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBK / 8; ++j) {
+      s[j][0] = exp2f(s[j][0] - mn0);
+      s[j][1] = exp2f(s[j][1] - mn0);
+      s[j][2] = exp2f(s[j][2] - mn1);
+      s[j][3] = exp2f(s[j][3] - mn1);
+      sum0 += s[j][0] + s[j][1];
+      sum1 += s[j][2] + s[j][3];
+    }
+    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
+    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
+    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
+    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
+    l0 = l0 * a0 + sum0;
+    l1 = l1 * a1 + sum1;
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+      o[j][0] *= a0;
+      o[j][1] *= a0;
+      o[j][2] *= a1;
+      o[j][3] *= a1;
+    }
+
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      const uint32_t pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}),
+                              pack2(s[2 * kk][2], s[2 * kk][3], T{}),
+                              pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
+                              pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+#pragma unroll
+      for (int j = 0; j < kD / 8; j += 2) {
+        // matrices: keys +0..7 / +8..15 of this k-step, d tiles j and j + 1
+        const int mi = lane >> 3, key = kk * 16 + (mi & 1) * 8 + (lane & 7);
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, v_tile + key * kLd + (j + (mi >> 1)) * 8);
+        mma16816(o[j], pa, bv[0], bv[1], T{});
+        mma16816(o[j + 1], pa, bv[2], bv[3], T{});
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  T* out0 = out + (b * len + row0) * hd + int64_t(h) * kD + 2 * t;
+  T* out1 = out0 + 8 * hd;
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j) {
+    if (ok0)
+      *reinterpret_cast<uint32_t*>(out0 + j * 8) = pack2(o[j][0] * inv0, o[j][1] * inv0, T{});
+    if (ok1)
+      *reinterpret_cast<uint32_t*>(out1 + j * 8) = pack2(o[j][2] * inv1, o[j][3] * inv1, T{});
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool attention_qkv_fused(const Tensor& qkv, int n_head, const Tensor& out,
+                         const AttentionOptions& opt) {
+  if (qkv.dtype() != DType::f16 && qkv.dtype() != DType::bf16) return false;
+  if (opt.causal || opt.key_mask) return false;
+  const int64_t hd = qkv.dim(2) / 3;
+  return hd == int64_t(n_head) * kD && n_head <= 65535 && qkv.dim(0) <= 65535 &&
+         aligned16(qkv.raw()) && aligned16(out.raw());
+}
+
+void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt) {
+  constexpr const char* kOp = "attention_qkv";
+  const int64_t batch = qkv.dim(0), len = qkv.dim(1);
+  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(kD));
+  const float scale_log2 = scale * 1.4426950408889634f;
+  const int64_t blocks = (len + kBQ - 1) / kBQ;
+  if (!(blocks <= int64_t(0x7fffffff)))
+    throw Error(ErrorKind::unsupported,
+                "[attention_qkv] L = " + std::to_string(len) + " exceeds the CUDA grid");
+  dispatch_device_float(qkv.dtype(), kOp, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, float>) {
+      const dim3 grid{unsigned(blocks), unsigned(n_head), unsigned(batch)};
+      flash_qkv_kernel<T><<<grid, kThreadsFlash, 0, stream()>>>(qkv.data<T>(), out.data<T>(), len,
+                                                                n_head, scale_log2);
+    } else {
+      throw Error(ErrorKind::internal, "[attention_qkv] no fused f32 kernel");
+    }
+  });
+  check_launch(kOp);
+}
+
+}  // namespace parley::cuda

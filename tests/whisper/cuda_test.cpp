@@ -1,0 +1,241 @@
+// The Whisper forward on CUDA against the CPU parity path (the oracle): the same greedy
+// tokens in f32 on the real tiny.en (jfk.wav) and a synthetic multilingual tiny. f16 and
+// bf16 (the fast path): on tiny.en free-running greedy within two token edits; on the
+// synthetic model, whose random weights leave near-ties (top-2 margins of 0.1) that one
+// 16-bit rounding flips and greedy then follows another path entirely, teacher-forced on
+// the oracle's tokens: the steps whose argmax differs, at most two more than the CPU in
+// the same dtype gets (its sharp cross-attention, logit std 16 by design, amplifies 16-bit
+// rounding). Skipped without CUDA.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "audio/decode.h"
+#include "audio/mel.h"
+#include "engine/device.h"
+#include "whisper/decoding.h"
+#include "whisper/model.h"
+#include "whisper/synth.h"
+
+namespace parley {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModelDir = PARLEY_TEST_MODEL_DIR;
+const std::string kData = PARLEY_TEST_DATA;
+
+#define REQUIRE_CUDA() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+Tensor jfk_mel(int n_mels) {
+  const std::vector<float> audio = load_audio(kData + "/audio/jfk.wav");
+  return pad_or_trim_frames(log_mel_spectrogram(audio, n_mels, kChunkSamples), kChunkFrames);
+}
+
+struct Greedy {
+  std::vector<int32_t> tokens;
+  std::vector<float> margins;  // per token: its logit minus the runner-up's
+  Tensor first_logits;         // f32 [1, n_vocab] of the prefix's last position, on the CPU
+};
+
+// Greedy decoding (raw argmax, no filters) after `prefix`, up to `max_tokens` or eot.
+Greedy greedy(std::shared_ptr<const WhisperModel> model, const Tensor& mel,
+              const std::vector<int32_t>& prefix, int32_t eot, int max_tokens) {
+  WhisperSession session(std::move(model));
+  session.encode(mel);
+  Greedy g;
+  Tensor logits = session.decode(prefix);
+  const int64_t v = logits.dim(1);
+  g.first_logits = Tensor::empty({1, v}, DType::f32);
+  std::copy_n(logits.data<float>() + (logits.dim(0) - 1) * v, v, g.first_logits.data<float>());
+  while (int(g.tokens.size()) < max_tokens) {
+    const float* last = logits.data<float>() + (logits.dim(0) - 1) * v;
+    const auto token = int32_t(std::max_element(last, last + v) - last);
+    float second = -INFINITY;
+    for (int64_t j = 0; j < v; ++j)
+      if (j != token) second = std::max(second, last[j]);
+    g.tokens.push_back(token);
+    g.margins.push_back(last[token] - second);
+    if (token == eot) break;
+    logits = session.decode(std::span<const int32_t>(&token, 1));
+  }
+  return g;
+}
+
+// Feeds the oracle's tokens and counts the steps whose argmax differs from them.
+int forced_disagreements(std::shared_ptr<const WhisperModel> model, const Tensor& mel,
+                         const std::vector<int32_t>& prefix, const std::vector<int32_t>& tokens) {
+  WhisperSession session(std::move(model));
+  session.encode(mel);
+  Tensor logits = session.decode(prefix);
+  int differ = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t v = logits.dim(1);
+    const float* last = logits.data<float>() + (logits.dim(0) - 1) * v;
+    differ += int32_t(std::max_element(last, last + v) - last) != tokens[i];
+    if (i + 1 < tokens.size()) logits = session.decode(std::span<const int32_t>(&tokens[i], 1));
+  }
+  return differ;
+}
+
+// Levenshtein distance: insertions, deletions and substitutions of tokens.
+int edit_distance(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = int(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = int(i);
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+float max_abs(const Tensor& t) {
+  float m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.data<float>()[i]));
+  return m;
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  float m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
+}
+
+// Runs the CPU f32 oracle, then CUDA in f32 (identical tokens, logits within 1e-3 of the
+// largest) and in f16 / bf16 (two token edits, or two teacher-forced disagreements).
+void check_against_cpu(const std::string& dir, const Tensor& mel,
+                       const std::vector<int32_t>& prefix, int32_t eot, int max_tokens,
+                       bool teacher_forced_16bit) {
+  const Greedy ref = greedy(WhisperModel::load(dir), mel, prefix, eot, max_tokens);
+  ASSERT_GE(ref.tokens.size(), 5u) << "the oracle decoded too little to compare";
+  {
+    const Greedy f32 =
+        greedy(WhisperModel::load(dir, {Device::cuda, DType::f32}), mel, prefix, eot, max_tokens);
+    EXPECT_EQ(f32.tokens, ref.tokens) << "cuda f32";
+    const float scale = max_abs(ref.first_logits);
+    EXPECT_LE(max_abs_diff(f32.first_logits, ref.first_logits), 1e-3f * scale) << "cuda f32";
+  }
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const auto model = WhisperModel::load(dir, {Device::cuda, dt});
+    const Greedy low = greedy(model, mel, prefix, eot, max_tokens);
+    if (teacher_forced_16bit) {
+      // The CPU in the same dtype says how many near-ties 16-bit activations flip on
+      // these weights at all; CUDA may add at most two to that.
+      const int differ = forced_disagreements(model, mel, prefix, ref.tokens);
+      const int cpu_differ =
+          forced_disagreements(WhisperModel::load(dir, {Device::cpu, dt}), mel, prefix, ref.tokens);
+      EXPECT_LE(differ, std::max(2, cpu_differ + 2))
+          << "cuda " << dtype_name(dt) << ": " << differ << " of " << ref.tokens.size()
+          << " teacher-forced steps differ (cpu " << dtype_name(dt) << ": " << cpu_differ << ")";
+      std::cout << "[ info ] teacher-forced disagreements with cpu f32, " << dtype_name(dt)
+                << ": cuda " << differ << ", cpu " << cpu_differ << " of " << ref.tokens.size()
+                << "\n";
+    } else {
+      const int edits = edit_distance(low.tokens, ref.tokens);
+      size_t first = 0;
+      while (first < low.tokens.size() && first < ref.tokens.size() &&
+             low.tokens[first] == ref.tokens[first])
+        ++first;
+      EXPECT_LE(edits, 2) << "cuda " << dtype_name(dt) << ": " << edits << " token edits over "
+                          << ref.tokens.size() << " tokens; first difference at " << first
+                          << " where the oracle's top-2 margin is "
+                          << (first < ref.margins.size() ? ref.margins[first] : -1.0f);
+    }
+    const float scale = max_abs(ref.first_logits);
+    EXPECT_LE(max_abs_diff(low.first_logits, ref.first_logits), 0.1f * scale)
+        << "cuda " << dtype_name(dt);
+  }
+}
+
+TEST(WhisperCuda, TinyEnJfkMatchesCpu) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  constexpr int32_t kSot = 50257, kNoTimestamps = 50362, kEot = 50256;
+  check_against_cpu(kModelDir, jfk_mel(80), {kSot, kNoTimestamps}, kEot, 40, false);
+}
+
+TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
+  REQUIRE_CUDA();
+  const fs::path dir =
+      fs::temp_directory_path() / ("parley_cuda_synth_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  SynthOptions o;
+  o.shape = "tiny";
+  o.seed = 0;
+  o.vocab_path = kData + "/whisper/multilingual.tiktoken";
+  write_synth_whisper(o, dir.string());
+  const auto model = WhisperModel::load(dir.string());
+  const WhisperTokenizer tok = load_tokenizer(*model);
+  const std::vector<int32_t> prefix =
+      initial_tokens(tok, DecodingOptions{}, "en", model->config().n_text_ctx);
+  check_against_cpu(dir.string(), jfk_mel(model->config().n_mels), prefix, tok.eot(), 60, true);
+  fs::remove_all(dir);
+}
+
+// Single-token steps on CUDA replay captured graphs from the second visit of an offset on
+// (decode_graphs.h): teacher-forced logits of a replayed pass against a session without
+// graphs (PARLEY_CUDA_GRAPHS=0), step by step, after a reset and after a new window.
+TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  const Tensor mel = jfk_mel(80);
+  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+  WhisperSession eager(model);
+  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  WhisperSession graphed(model);
+  const std::vector<int32_t> prefix = {50257, 50362};
+  const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
+  auto run = [&](WhisperSession& s) {
+    std::vector<Tensor> rows;
+    s.reset();
+    rows.push_back(s.decode(prefix));
+    for (int32_t tok : forced) rows.push_back(s.decode(std::span<const int32_t>(&tok, 1)));
+    return rows;
+  };
+  // A second window's mel: jfk's, rescaled (other audio features, same offsets).
+  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  graphed.encode(mel);
+  run(graphed);  // first visits: eager steps, each then captured
+  for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
+    eager.encode(*window);
+    graphed.encode(*window);
+    const std::vector<Tensor> want = run(eager);
+    const std::vector<Tensor> got = run(graphed);  // replays
+    for (size_t i = 1; i < want.size(); ++i) {
+      const float scale = max_abs(want[i]);
+      EXPECT_LE(max_abs_diff(got[i], want[i]), 1e-3f * scale)
+          << "step " << i << (window == &mel ? " (first window)" : " (second window)");
+    }
+  }
+}
+
+// The encoder output itself, f32 on both sides.
+TEST(WhisperCuda, EncoderF32MatchesCpu) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const Tensor mel = jfk_mel(80);
+  WhisperSession cpu(WhisperModel::load(kModelDir));
+  WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f32}));
+  cpu.encode(mel);
+  gpu.encode(mel);
+  const Tensor a = cpu.audio_features(), b = gpu.audio_features().to(Device::cpu);
+  EXPECT_LE(max_abs_diff(a, b), 1e-3f * max_abs(a));
+}
+
+}  // namespace
+}  // namespace parley
