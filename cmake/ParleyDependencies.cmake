@@ -39,6 +39,8 @@ else()
 endif()
 
 find_package(nlohmann_json CONFIG REQUIRED)
+# The HTTP server: Boost.Beast + Asio (headers only; Debian libboost-dev).
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS headers)
 if(PARLEY_CLI)
   find_package(CLI11 CONFIG REQUIRED)
 endif()

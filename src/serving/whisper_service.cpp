@@ -1,0 +1,191 @@
+#include "serving/whisper_service.h"
+
+#include <malloc.h>
+
+#include <filesystem>
+
+#include "audio/decode.h"
+#include "engine/error.h"
+#include "whisper/model.h"
+#include "whisper/tokenizer.h"
+
+namespace parley {
+
+WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
+  check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
+  check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
+  if (options_.residency == Residency::resident) {
+    resident_ = WhisperModel::load(options_.model_dir);
+    (void)load_tokenizer(*resident_);  // fail at start-up, not on the first request
+  }
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+WhisperService::~WhisperService() { stop(); }
+
+std::string WhisperService::model_id() const {
+  return std::filesystem::path(options_.model_dir).lexically_normal().filename().string().empty()
+             ? std::filesystem::path(options_.model_dir)
+                   .lexically_normal()
+                   .parent_path()
+                   .filename()
+                   .string()
+             : std::filesystem::path(options_.model_dir).lexically_normal().filename().string();
+}
+
+bool WhisperService::submit(std::shared_ptr<TranscriptionJob> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    // Jobs a free worker takes at once do not count against the queue.
+    const int free_workers = options_.workers - running_;
+    if (int(queue_.size()) >= options_.queue_capacity + std::max(0, free_workers)) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void WhisperService::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+}
+
+ServiceStats WhisperService::stats() const {
+  ServiceStats s;
+  {
+    std::lock_guard lock(mu_);
+    s.audio_seconds = audio_seconds_;
+    s.compute_seconds = compute_seconds_;
+    s.queued = int(queue_.size());
+    s.running = running_;
+  }
+  std::lock_guard lock(const_cast<std::mutex&>(model_mu_));
+  s.model_loaded = resident_ != nullptr || !shared_.expired();
+  return s;
+}
+
+std::shared_ptr<const WhisperModel> WhisperService::acquire_model() {
+  std::lock_guard lock(model_mu_);
+  if (resident_) return resident_;
+  if (auto m = shared_.lock()) return m;
+  auto m = WhisperModel::load(options_.model_dir);
+  shared_ = m;
+  return m;
+}
+
+void WhisperService::worker_loop() {
+  std::unique_ptr<WhisperSession> session;  // kept across jobs when resident
+  while (true) {
+    std::shared_ptr<TranscriptionJob> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued is done
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    run(*job, session);
+    if (options_.residency == Residency::per_request) {
+      session.reset();
+      malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
+    }
+    {
+      std::lock_guard lock(mu_);
+      --running_;
+    }
+  }
+}
+
+// Streaming policy. With one temperature (today's only option: greedy decoding) a window
+// is decoded once, so its tokens become deltas as they are sampled. With a temperature
+// ladder, a window may be decoded again at a higher temperature, so deltas wait for the
+// window's segments (on_segment) and never show text that is later replaced.
+// transcript.text.done carries the authoritative text either way.
+void WhisperService::run(TranscriptionJob& job, std::unique_ptr<WhisperSession>& session) {
+  const auto t0 = std::chrono::steady_clock::now();
+  double audio_seconds = 0;
+  try {
+    check(!job.cancelled.load(), ErrorKind::cancelled, "[serve] request cancelled while queued");
+    const std::vector<float> samples = decode_audio(job.audio, job.filename);
+    job.audio = {};  // the upload is no longer needed
+    audio_seconds = double(samples.size()) / 16000.0;
+    check_arg(!samples.empty(), "[audio] " + job.filename + ": no audio samples");
+
+    std::shared_ptr<const WhisperModel> model = acquire_model();
+    if (!session || &session->model() != model.get()) {
+      session = std::make_unique<WhisperSession>(model);
+    }
+    const WhisperTokenizer tokenizer = load_tokenizer(*model);
+
+    TranscribeOptions o = job.options;
+    o.cancelled = [&job] { return job.cancelled.load(); };
+    TextStreamer streamer;
+    if (job.on_delta) {
+      if (o.temperatures.size() <= 1) {
+        o.on_token = [&](int32_t id) {
+          if (id >= tokenizer.eot()) return;
+          const std::string piece = streamer.push(tokenizer.token_bytes(id));
+          if (!piece.empty()) job.on_delta(piece);
+        };
+      } else {
+        o.on_segment = [&](const Segment& s) {
+          if (!s.text.empty()) job.on_delta(s.text);
+        };
+      }
+    }
+    const TranscribeResult result = transcribe(*session, tokenizer, samples, o);
+    if (job.on_delta) {
+      const std::string rest = streamer.flush();
+      if (!rest.empty()) job.on_delta(rest);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard lock(mu_);
+      audio_seconds_ += audio_seconds;
+      compute_seconds_ += seconds;
+    }
+    job.on_done(&result, audio_seconds, nullptr);
+  } catch (...) {
+    job.on_done(nullptr, audio_seconds, std::current_exception());
+  }
+}
+
+std::string TextStreamer::push(const std::string& bytes) {
+  pending_ += bytes;
+  // Hold back a trailing lead byte whose continuation bytes have not all arrived.
+  size_t keep = 0;
+  for (size_t back = 1; back <= std::min<size_t>(4, pending_.size()); ++back) {
+    const auto c = uint8_t(pending_[pending_.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    size_t need = 1;
+    if ((c & 0xE0) == 0xC0)
+      need = 2;
+    else if ((c & 0xF0) == 0xE0)
+      need = 3;
+    else if ((c & 0xF8) == 0xF0)
+      need = 4;
+    if (need > back) keep = back;
+    break;
+  }
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+std::string TextStreamer::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace parley
