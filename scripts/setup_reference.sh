@@ -29,6 +29,28 @@ pins=(
   regex==2024.11.6
   tqdm==4.67.1
   more-itertools==10.7.0
+  # The server's API tests (tests/server): the official openai SDK and pytest, with
+  # every dependency they import that Debian 12 lacks or ships too old (typing-extensions
+  # 4.4, idna 3.3, pygments 2.14). openai 3.x talks HTTP through httpx2/httpcore2.
+  openai==3.57.0
+  httpx2==2.16.2
+  httpcore2==2.16.2
+  h11==0.16.0
+  anyio==4.16.0
+  sniffio==1.3.1
+  idna==3.20
+  truststore==0.10.5
+  jiter==0.19.0
+  pydantic==2.14.4
+  pydantic-core==2.50.5
+  annotated-types==0.8.0
+  typing-extensions==4.16.0
+  typing-inspection==0.4.5
+  pytest==9.2.0
+  pluggy==1.7.0
+  iniconfig==2.3.1
+  packaging==26.4
+  pygments==2.21.0
 )
 need=()
 for pin in "${pins[@]}"; do
@@ -43,3 +65,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 "$venv/bin/python" -c 'import torch, numba, whisper; print("setup_reference: openai-whisper", whisper.__version__, "torch", torch.__version__, "numba", numba.__version__)'
+"$venv/bin/python" -c 'import openai, pytest; print("setup_reference: openai", openai.__version__, "pytest", pytest.__version__)'

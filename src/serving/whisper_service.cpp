@@ -93,7 +93,9 @@ void WhisperService::worker_loop() {
       queue_.pop_front();
       ++running_;
     }
-    run(*job, session);
+    Outcome out = run(*job, session);
+    // Release before answering, so a client that has its answer sees the memory freed and
+    // the worker free (the next request is not refused by a stale running count).
     if (options_.residency == Residency::per_request) {
       session.reset();
       malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
@@ -102,6 +104,7 @@ void WhisperService::worker_loop() {
       std::lock_guard lock(mu_);
       --running_;
     }
+    job->on_done(out.result ? &*out.result : nullptr, out.audio_seconds, out.error);
   }
 }
 
@@ -110,9 +113,11 @@ void WhisperService::worker_loop() {
 // ladder, a window may be decoded again at a higher temperature, so deltas wait for the
 // window's segments (on_segment) and never show text that is later replaced.
 // transcript.text.done carries the authoritative text either way.
-void WhisperService::run(TranscriptionJob& job, std::unique_ptr<WhisperSession>& session) {
+WhisperService::Outcome WhisperService::run(TranscriptionJob& job,
+                                            std::unique_ptr<WhisperSession>& session) {
   const auto t0 = std::chrono::steady_clock::now();
-  double audio_seconds = 0;
+  Outcome out;
+  double& audio_seconds = out.audio_seconds;
   try {
     check(!job.cancelled.load(), ErrorKind::cancelled, "[serve] request cancelled while queued");
     const std::vector<float> samples = decode_audio(job.audio, job.filename);
@@ -142,7 +147,7 @@ void WhisperService::run(TranscriptionJob& job, std::unique_ptr<WhisperSession>&
         };
       }
     }
-    const TranscribeResult result = transcribe(*session, tokenizer, samples, o);
+    out.result = transcribe(*session, tokenizer, samples, o);
     if (job.on_delta) {
       const std::string rest = streamer.flush();
       if (!rest.empty()) job.on_delta(rest);
@@ -154,10 +159,11 @@ void WhisperService::run(TranscriptionJob& job, std::unique_ptr<WhisperSession>&
       audio_seconds_ += audio_seconds;
       compute_seconds_ += seconds;
     }
-    job.on_done(&result, audio_seconds, nullptr);
   } catch (...) {
-    job.on_done(nullptr, audio_seconds, std::current_exception());
+    out.result.reset();
+    out.error = std::current_exception();
   }
+  return out;
 }
 
 std::string TextStreamer::push(const std::string& bytes) {

@@ -85,7 +85,12 @@ class WhisperService {
  private:
   struct Lease;
   void worker_loop();
-  void run(TranscriptionJob& job, std::unique_ptr<class WhisperSession>& session);
+  struct Outcome {
+    std::optional<TranscribeResult> result;
+    double audio_seconds = 0;
+    std::exception_ptr error;
+  };
+  Outcome run(TranscriptionJob& job, std::unique_ptr<class WhisperSession>& session);
   std::shared_ptr<const WhisperModel> acquire_model();
 
   ServiceOptions options_;
