@@ -26,13 +26,13 @@ CLIPS = {  # name -> (file, words the transcript must contain)
 }
 
 
-def plan(client, request, n_requests, long_every):
+def plan(client, request, args):
     """Which clip client `client` sends as its request `request`: mostly short, every
-    4th a medium one, and `long_every`-th overall a long one."""
-    k = client * n_requests + request
-    if long_every and k % long_every == long_every - 1:
+    `medium_every`-th request overall a medium one, every `long_every`-th a long one."""
+    k = client * args.requests + request
+    if args.long_every and k % args.long_every == args.long_every - 1:
         return "long"
-    return "medium" if k % 4 == 1 else "short"
+    return "medium" if args.medium_every and k % args.medium_every == 1 else "short"
 
 
 def multipart(path):
@@ -63,7 +63,7 @@ async def post(host, port, body, ctype, timeout):
 
 async def client(i, args, bodies, results):
     for j in range(args.requests):
-        kind = plan(i, j, args.requests, args.long_every)
+        kind = plan(i, j, args)
         body, ctype = bodies[kind]
         t0 = time.perf_counter()
         try:
@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--long-every", type=int, default=128,
                     help="every Nth request overall is the 60 s clip (0: none)")
+    ap.add_argument("--medium-every", type=int, default=8,
+                    help="every Nth request overall is the 11 s clip (0: none)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--queue", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per request")
@@ -156,6 +158,8 @@ def main():
             proc.terminate()
             proc.wait(60)
     out["server"] = {"workers": args.workers, "queue": args.queue}
+    out["mix"] = {k: sum(1 for i in range(args.clients) for j in range(args.requests)
+                         if plan(i, j, args) == k) for k in CLIPS}
     print(json.dumps(out, indent=2))
     sys.exit(0 if out["errors"] == 0 and out["lost"] == 0 else 1)
 

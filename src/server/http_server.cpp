@@ -122,8 +122,29 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     stream_.expires_after(std::chrono::seconds(300));
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // Headers are in (and Content-Length passed the body limit): answer "Expect:
+  // 100-continue" (curl sends it for uploads over 1 MB and waits for it), then the body.
+  void on_header(beast::error_code ec, size_t n) {
+    if (ec) return on_read(ec, n);
+    idle_ = false;
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       beast::bind_front_handler(&Session::on_read, self));
+    };
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue),
+                       [self = shared_from_this(), read_body](beast::error_code wec, size_t) {
+                         if (wec) return self->close();
+                         read_body();
+                       });
+      return;
+    }
+    read_body();
   }
 
   void on_read(beast::error_code ec, size_t) {

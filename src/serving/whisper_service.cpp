@@ -11,12 +11,17 @@
 
 namespace parley {
 
+struct WhisperService::Loaded {
+  std::shared_ptr<const WhisperModel> model;
+  WhisperTokenizer tokenizer;  // parsed once per load, not per request
+};
+
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
   check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
   if (options_.residency == Residency::resident) {
-    resident_ = WhisperModel::load(options_.model_dir);
-    (void)load_tokenizer(*resident_);  // fail at start-up, not on the first request
+    auto model = WhisperModel::load(options_.model_dir);  // fails at start-up, not later
+    resident_ = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
   }
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -67,22 +72,23 @@ ServiceStats WhisperService::stats() const {
     s.queued = int(queue_.size());
     s.running = running_;
   }
-  std::lock_guard lock(const_cast<std::mutex&>(model_mu_));
+  std::lock_guard lock(model_mu_);
   s.model_loaded = resident_ != nullptr || !shared_.expired();
   return s;
 }
 
-std::shared_ptr<const WhisperModel> WhisperService::acquire_model() {
+std::shared_ptr<const WhisperService::Loaded> WhisperService::acquire_model() {
   std::lock_guard lock(model_mu_);
   if (resident_) return resident_;
   if (auto m = shared_.lock()) return m;
-  auto m = WhisperModel::load(options_.model_dir);
+  auto model = WhisperModel::load(options_.model_dir);
+  auto m = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
   shared_ = m;
   return m;
 }
 
 void WhisperService::worker_loop() {
-  std::unique_ptr<WhisperSession> session;  // kept across jobs when resident
+  WorkerState worker;
   while (true) {
     std::shared_ptr<TranscriptionJob> job;
     {
@@ -93,11 +99,12 @@ void WhisperService::worker_loop() {
       queue_.pop_front();
       ++running_;
     }
-    Outcome out = run(*job, session);
+    Outcome out = run(*job, worker);
     // Release before answering, so a client that has its answer sees the memory freed and
     // the worker free (the next request is not refused by a stale running count).
     if (options_.residency == Residency::per_request) {
-      session.reset();
+      worker.session.reset();
+      worker.loaded.reset();
       malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
     }
     {
@@ -113,8 +120,7 @@ void WhisperService::worker_loop() {
 // ladder, a window may be decoded again at a higher temperature, so deltas wait for the
 // window's segments (on_segment) and never show text that is later replaced.
 // transcript.text.done carries the authoritative text either way.
-WhisperService::Outcome WhisperService::run(TranscriptionJob& job,
-                                            std::unique_ptr<WhisperSession>& session) {
+WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& worker) {
   const auto t0 = std::chrono::steady_clock::now();
   Outcome out;
   double& audio_seconds = out.audio_seconds;
@@ -125,11 +131,14 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job,
     audio_seconds = double(samples.size()) / 16000.0;
     check_arg(!samples.empty(), "[audio] " + job.filename + ": no audio samples");
 
-    std::shared_ptr<const WhisperModel> model = acquire_model();
-    if (!session || &session->model() != model.get()) {
-      session = std::make_unique<WhisperSession>(model);
+    std::shared_ptr<const Loaded> loaded = acquire_model();
+    if (!worker.session || worker.loaded != loaded) {
+      worker.session.reset();
+      worker.session = std::make_unique<WhisperSession>(loaded->model);
+      worker.loaded = loaded;
     }
-    const WhisperTokenizer tokenizer = load_tokenizer(*model);
+    WhisperSession& session = *worker.session;
+    const WhisperTokenizer& tokenizer = loaded->tokenizer;
 
     TranscribeOptions o = job.options;
     o.cancelled = [&job] { return job.cancelled.load(); };
@@ -147,7 +156,7 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job,
         };
       }
     }
-    out.result = transcribe(*session, tokenizer, samples, o);
+    out.result = transcribe(session, tokenizer, samples, o);
     if (job.on_delta) {
       const std::string rest = streamer.flush();
       if (!rest.empty()) job.on_delta(rest);

@@ -83,15 +83,21 @@ class WhisperService {
   std::string model_id() const;  // the model folder's name
 
  private:
-  struct Lease;
+  struct Loaded;  // a model and its tokenizer
   void worker_loop();
   struct Outcome {
     std::optional<TranscribeResult> result;
     double audio_seconds = 0;
     std::exception_ptr error;
   };
-  Outcome run(TranscriptionJob& job, std::unique_ptr<class WhisperSession>& session);
-  std::shared_ptr<const WhisperModel> acquire_model();
+  // One worker's state: its session, and the model it was made for (kept across jobs when
+  // resident, dropped after each job when per-request).
+  struct WorkerState {
+    std::shared_ptr<const Loaded> loaded;
+    std::unique_ptr<class WhisperSession> session;
+  };
+  Outcome run(TranscriptionJob& job, WorkerState& worker);
+  std::shared_ptr<const Loaded> acquire_model();
 
   ServiceOptions options_;
   mutable std::mutex mu_;
@@ -103,9 +109,9 @@ class WhisperService {
   double compute_seconds_ = 0;
   std::vector<std::thread> workers_;
 
-  std::mutex model_mu_;
-  std::shared_ptr<const WhisperModel> resident_;  // resident mode
-  std::weak_ptr<const WhisperModel> shared_;      // per-request mode: alive while in use
+  mutable std::mutex model_mu_;
+  std::shared_ptr<const Loaded> resident_;  // resident mode
+  std::weak_ptr<const Loaded> shared_;      // per-request mode: alive while in use
 };
 
 // Turns sampled token ids into UTF-8 text pieces, holding back a character split across

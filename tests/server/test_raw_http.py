@@ -283,3 +283,27 @@ def test_per_request_residency_frees_memory(make_server):
     assert peak[0] - idle > 100 << 20  # the f32 tiny.en and its session were in memory
     assert after - idle < 40 << 20    # and went back
     assert s.metrics()["parley_model_loaded"] == 0
+
+
+def test_expect_100_continue(server):
+    # curl sends "Expect: 100-continue" for uploads over 1 MB and waits for the 100 first.
+    body, ctype = multipart([("model", "whisper-1"), ("response_format", "text")],
+                            [("file", "english.wav", ENGLISH)])
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+                  f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode())
+    sock.settimeout(5)
+    assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    sock.settimeout(60)
+    sock.sendall(body)
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += sock.recv(65536)
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    length = int([h.split(b":")[1] for h in head.split(b"\r\n")
+                  if h.lower().startswith(b"content-length:")][0])
+    while len(payload) < length:
+        payload += sock.recv(65536)
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert normalized(payload.decode()) == "one two three"
