@@ -307,3 +307,32 @@ def test_expect_100_continue(server):
     sock.close()
     assert head.startswith(b"HTTP/1.1 200"), head
     assert normalized(payload.decode()) == "one two three"
+
+
+def test_short_request_not_blocked_by_long(make_server):
+    # The concurrency policy: with a free worker, a short request runs beside a long one
+    # and is answered while the long one is still being decoded.
+    s = make_server("--workers", "2")
+    body, ctype = multipart([("model", "whisper-1")],
+                            [("file", "m.mp3", open(audio("multilingual.mp3"), "rb").read())])
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    assert wait_for(lambda: s.metrics()["parley_requests_running"] == 1, 30)
+    still_serves(s)
+    m = s.metrics()
+    assert m["parley_requests_running"] == 1  # the 60 s file is still being decoded
+    assert m["parley_audio_seconds_total"] < 3  # only the short one has finished
+    sock.close()  # cancels the long one
+    assert wait_for(lambda: s.metrics()["parley_requests_running"] == 0, 10)
+
+
+def test_temperature_above_zero_is_the_engines_400(server):
+    # The engine decodes greedily only for now; a temperature > 0 reaches it and comes back
+    # as its own "unsupported" error (400), in the OpenAI shape, before any work is wasted.
+    body, ctype = multipart([("model", "whisper-1"), ("temperature", "0.5")],
+                            [("file", "english.wav", ENGLISH)])
+    status, _, out = post(server, body, ctype)
+    assert status == 400, out
+    err = error_of(out)
+    assert err["code"] == "unsupported" and "temperature" in err["message"]
