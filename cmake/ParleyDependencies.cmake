@@ -41,6 +41,8 @@ endif()
 find_package(nlohmann_json CONFIG REQUIRED)
 if(PARLEY_CLI)
   find_package(CLI11 CONFIG REQUIRED)
+  # The HTTP server behind `parley serve`: Boost.Beast + Asio (headers only; libboost-dev).
+  find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS headers)
 endif()
 
 # Audio: FFmpeg's libraries decode every container in-process; without them only WAV

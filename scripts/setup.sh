@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-14-dev clang-format            # fuzzers (libFuzzer + ASan), format check
   libdnnl-dev                                       # CPU GEMM (oneDNN: AMX/AVX-512 bf16, f32)
   libcli11-dev nlohmann-json3-dev zlib1g-dev        # CLI, JSON, npz deflate
+  libboost-dev                                      # HTTP server (Boost.Beast + Asio, headers)
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg  # audio (ffmpeg: test reference)
   libkissfft-dev libpcre2-dev                       # log-mel FFT, tokenizer regexes
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks

@@ -54,6 +54,27 @@ pins=(
   fsspec==2025.3.2
   transformers==4.48.3
   safetensors==0.5.3
+  # The server's API tests (tests/server): the official openai SDK and pytest, with
+  # every dependency they import that Debian 12 lacks or ships too old (typing-extensions
+  # 4.4, idna 3.3, pygments 2.14). openai 3.x talks HTTP through httpx2/httpcore2.
+  openai==3.57.0
+  httpx2==2.16.2
+  httpcore2==2.16.2
+  h11==0.16.0
+  anyio==4.16.0
+  sniffio==1.3.1
+  idna==3.20
+  truststore==0.10.5
+  jiter==0.19.0
+  pydantic==2.14.4
+  pydantic-core==2.50.5
+  annotated-types==0.8.0
+  typing-extensions==4.16.0
+  typing-inspection==0.4.5
+  pytest==9.2.0
+  pluggy==1.7.0
+  iniconfig==2.3.1
+  pygments==2.21.0
 )
 need=()
 for pin in "${pins[@]}"; do
@@ -70,3 +91,4 @@ fi
 "$venv/bin/python" -c 'import torch, numba, whisper; print("setup_reference: openai-whisper", whisper.__version__, "torch", torch.__version__, "numba", numba.__version__)'
 "$venv/bin/python" -c 'import onnxruntime; print("setup_reference: onnxruntime", onnxruntime.__version__)'
 "$venv/bin/python" -c 'import faster_whisper, ctranslate2, transformers; print("setup_reference: faster-whisper", faster_whisper.__version__, "ctranslate2", ctranslate2.__version__, "transformers", transformers.__version__)'
+"$venv/bin/python" -c 'import openai, pytest; print("setup_reference: openai", openai.__version__, "pytest", pytest.__version__)'

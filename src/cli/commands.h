@@ -8,6 +8,7 @@ namespace parley::cli {
 
 void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_transcribe_command(CLI::App& app);
 void add_vad_command(CLI::App& app);

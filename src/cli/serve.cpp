@@ -1,0 +1,66 @@
+// `parley serve --model DIR`: the OpenAI-compatible transcription server (docs/SERVER.md).
+// Builds the WhisperService (model residency, workers, queue) and runs the HTTP server
+// until SIGINT/SIGTERM, which drains admitted requests first.
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "engine/threadpool.h"
+#include "server/http_server.h"
+#include "serving/whisper_service.h"
+
+namespace parley::cli {
+namespace {
+
+struct ServeCliOptions {
+  std::string model;
+  std::string residency = "resident";
+  double max_body_mb = 25;
+  int workers = 2;
+  int queue = 64;
+  int threads = 0;
+  server::ServerOptions http;
+};
+
+void run_serve(ServeCliOptions opt) {
+  if (opt.threads > 0) set_cpu_threads(opt.threads);
+  check_arg(opt.max_body_mb > 0, "[serve] --max-body-mb must be positive");
+  opt.http.max_body_bytes = uint64_t(opt.max_body_mb * 1024 * 1024);
+  ServiceOptions s;
+  s.model_dir = opt.model.empty() ? default_model_dir() : opt.model;
+  s.workers = opt.workers;
+  s.queue_capacity = opt.queue;
+  s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
+  WhisperService service(s);
+  server::serve_http(opt.http, service);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto opt = std::make_shared<ServeCliOptions>();
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible transcription server (POST /v1/audio/transcriptions ...)");
+  cmd->add_option("-m,--model", opt->model, "Whisper model folder (default: the built-in tiny.en)");
+  cmd->add_option("--host", opt->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", opt->http.port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", opt->http.api_key,
+                  "Require 'Authorization: Bearer KEY' (default: no key)");
+  cmd->add_option("--max-body-mb", opt->max_body_mb, "Largest request body, MiB (413 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--queue", opt->queue, "Requests waiting beyond the running ones (429 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--workers", opt->workers,
+                  "Requests transcribed concurrently, each with its own session")
+      ->capture_default_str();
+  cmd->add_option("--whisper-residency", opt->residency,
+                  "resident: load at start-up; per-request: load per request, free after")
+      ->check(CLI::IsMember({"resident", "per-request"}))
+      ->capture_default_str();
+  cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
+      ->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
+  cmd->callback([opt] { run_serve(*opt); });
+}
+
+}  // namespace parley::cli

@@ -1,0 +1,46 @@
+// One /v1/audio/transcriptions or /v1/audio/translations request, parsed and validated
+// from either body the server accepts: multipart/form-data (OpenAI's fields) or JSON with
+// the audio in base64 ({"file": {"data": "<base64>", "filename": "x.mp3"}, ...}). Every
+// field is checked here, before any work is queued; a bad one throws ApiException (400,
+// OpenAI's error shape, `param` naming the field). docs/SERVER.md lists the fields.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "whisper/formats.h"
+#include "whisper/transcribe.h"
+
+namespace parley::server {
+
+struct AudioRequest {
+  std::string task = "transcribe";  // "transcribe" | "translate" (the route)
+  std::vector<uint8_t> audio;       // the uploaded file, as sent
+  std::string filename;             // its name: a format hint for the decoder
+  std::string model;
+  std::optional<std::string> language;
+  std::optional<std::string> prompt;
+  std::string response_format = "json";  // json | text | srt | verbose_json | vtt
+  float temperature = 0;
+  bool stream = false;
+  bool segment_timestamps = false;  // timestamp_granularities[] contained "segment"
+};
+
+// The request's TranscribeOptions (language, task, prompt, temperature).
+TranscribeOptions transcribe_options(const AudioRequest& r);
+OutputFormat output_format(const AudioRequest& r);
+
+// content_type: the request's Content-Type header; task: "transcribe" or "translate".
+// Throws ApiException: 415 for a body that is neither multipart/form-data nor JSON, 400 for
+// malformed bodies, missing or invalid fields, unknown fields, and parley features this
+// build does not have yet.
+AudioRequest parse_audio_request(std::string_view content_type, std::string_view body,
+                                 const std::string& task);
+
+// RFC 4648 base64 (whitespace ignored, padding optional); throws invalid_argument.
+std::vector<uint8_t> base64_decode(std::string_view text);
+
+}  // namespace parley::server

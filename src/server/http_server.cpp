@@ -1,0 +1,561 @@
+// Beast lives in this one translation unit (it is header-heavy). One Session per
+// connection, on its own strand; a transcription is handed to WhisperService and its
+// callbacks are posted back to the session's strand.
+#include "server/http_server.h"
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "engine/error.h"
+#include "server/api_error.h"
+#include "server/audio_request.h"
+#include "server/metrics.h"
+#include "whisper/formats.h"
+
+namespace parley::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class Session;
+
+struct ServerState {
+  ServerState(const ServerOptions& o, WhisperService& s) : opt(o), service(s) {}
+  const ServerOptions& opt;
+  WhisperService& service;
+  Metrics metrics;
+  std::atomic<bool> draining{false};
+  std::mutex sessions_mu;
+  std::vector<std::weak_ptr<Session>> sessions;
+};
+
+std::string json_dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string strip(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// A finished job, formatted on the worker: a body to send, or an error.
+struct Outcome {
+  bool ok = false;
+  bool cancelled = false;
+  std::string body;          // response body (non-streaming) or the transcript text
+  std::string content_type;  // for body
+  ApiError error;
+  std::string error_kind;  // for parley_errors_total
+};
+
+Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::exception_ptr ep,
+                     const AudioRequest& req) {
+  Outcome o;
+  if (ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const Error& e) {
+      o.cancelled = e.kind() == ErrorKind::cancelled;
+      o.error = from_error(e);
+      o.error_kind = std::string(to_string(e.kind()));
+    } catch (const std::exception& e) {
+      o.error = ApiError{500, std::string("[serve] ") + e.what(), "server_error", std::nullopt,
+                         "internal_error"};
+      o.error_kind = "internal";
+    }
+    return o;
+  }
+  o.ok = true;
+  if (req.stream) {
+    o.body = result->text;
+  } else if (req.response_format == "text") {
+    // OpenAI's text format is the transcript itself, not one line per segment.
+    o.body = strip(result->text) + "\n";
+    o.content_type = "text/plain; charset=utf-8";
+  } else {
+    const OutputFormat f = output_format(req);
+    o.body = format_transcript(*result, f, TranscriptInfo{req.task, audio_seconds});
+    o.content_type = (f == OutputFormat::json || f == OutputFormat::verbose_json)
+                         ? "application/json"
+                         : "text/plain; charset=utf-8";
+  }
+  return o;
+}
+
+std::string sse_event(const nlohmann::json& j) { return "data: " + json_dump(j) + "\n\n"; }
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ServerState& st) : stream_(std::move(socket)), st_(st) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+  }
+  // Drain: closes the connection when it waits for a request (not while it answers one).
+  void close_if_idle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_) self->close();
+    });
+  }
+
+ private:
+  void do_read() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->body_limit(st_.opt.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    idle_ = true;
+    if (st_.draining) {
+      close();
+      return;
+    }
+    stream_.expires_after(std::chrono::seconds(300));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // Headers are in (and Content-Length passed the body limit): answer "Expect:
+  // 100-continue" (curl sends it for uploads over 1 MB and waits for it), then the body.
+  void on_header(beast::error_code ec, size_t n) {
+    if (ec) return on_read(ec, n);
+    idle_ = false;
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       beast::bind_front_handler(&Session::on_read, self));
+    };
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue),
+                       [self = shared_from_this(), read_body](beast::error_code wec, size_t) {
+                         if (wec) return self->close();
+                         read_body();
+                       });
+      return;
+    }
+    read_body();
+  }
+
+  void on_read(beast::error_code ec, size_t) {
+    idle_ = false;
+    keep_alive_ = false;
+    route_ = "other";
+    if (ec == http::error::body_limit) {
+      send_error(ApiError{413,
+                          "[serve] request body exceeds the server's limit of " +
+                              std::to_string(st_.opt.max_body_bytes >> 20) +
+                              " MB (parley serve --max-body-mb)",
+                          "invalid_request_error", std::nullopt, "request_too_large"},
+                 "body_too_large");
+      return;
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::operation_aborted || ec == beast::error::timeout ||
+        ec == net::error::connection_reset) {
+      close();
+      return;
+    }
+    if (ec) {
+      send_error(bad_request("[serve] malformed HTTP request: " + ec.message()), "bad_request");
+      return;
+    }
+    handle(parser_->release());
+  }
+
+  void handle(http::request<http::string_body> req) {
+    keep_alive_ = req.keep_alive();
+    const std::string target(req.target());
+    const std::string path = target.substr(0, target.find('?'));
+    origin_ = std::string(req[http::field::origin]);
+    if (path == "/health" || path == "/metrics" || path == "/v1/models" ||
+        path == "/v1/audio/transcriptions" || path == "/v1/audio/translations") {
+      route_ = path;
+    } else if (path.rfind("/v1/models/", 0) == 0) {
+      route_ = "/v1/models/{id}";
+    }
+
+    if (req.method() == http::verb::options) {  // CORS preflight
+      auto res = response(http::status::no_content, "", "");
+      res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+      const auto asked = req[http::field::access_control_request_headers];
+      res.set(http::field::access_control_allow_headers,
+              asked.empty() ? beast::string_view("Authorization, Content-Type") : asked);
+      res.set(http::field::access_control_max_age, "600");
+      send(std::move(res));
+      return;
+    }
+    if (!st_.opt.api_key.empty() && path != "/health") {
+      const std::string auth(req[http::field::authorization]);
+      if (auth != "Bearer " + st_.opt.api_key) {
+        send_error(ApiError{401,
+                            auth.empty() ? "You didn't provide an API key. Send it as "
+                                           "'Authorization: Bearer KEY'."
+                                         : "Incorrect API key provided.",
+                            "invalid_request_error", std::nullopt, "invalid_api_key"},
+                   "unauthorized");
+        return;
+      }
+    }
+    const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (path == "/health") {
+      if (!get) return method_not_allowed("GET");
+      nlohmann::json j = {{"status", st_.draining ? "draining" : "ok"},
+                          {"model", st_.service.model_id()}};
+      send(response(st_.draining ? http::status::service_unavailable : http::status::ok,
+                    json_dump(j), "application/json"));
+    } else if (path == "/metrics") {
+      if (!get) return method_not_allowed("GET");
+      send(response(http::status::ok, st_.metrics.render(st_.service.stats()),
+                    "text/plain; version=0.0.4; charset=utf-8"));
+    } else if (path == "/v1/models") {
+      if (!get) return method_not_allowed("GET");
+      nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array({model_json()})}};
+      send(response(http::status::ok, json_dump(list), "application/json"));
+    } else if (path.rfind("/v1/models/", 0) == 0) {
+      if (!get) return method_not_allowed("GET");
+      const std::string id = path.substr(11);
+      if (!serves_model(id)) return model_not_found(id);
+      send(response(http::status::ok, json_dump(model_json()), "application/json"));
+    } else if (path == "/v1/audio/transcriptions" || path == "/v1/audio/translations") {
+      if (req.method() != http::verb::post) return method_not_allowed("POST");
+      handle_audio(req, path == "/v1/audio/translations" ? "translate" : "transcribe");
+    } else {
+      send_error(
+          ApiError{404, "Invalid URL (" + std::string(req.method_string()) + " " + path + ")",
+                   "invalid_request_error", std::nullopt, "unknown_url"},
+          "not_found");
+    }
+  }
+
+  nlohmann::json model_json() const {
+    return {{"id", st_.service.model_id()},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "parley"}};
+  }
+  // The loaded model answers to its folder name and, for OpenAI clients, "whisper-1".
+  bool serves_model(const std::string& id) const {
+    return id == st_.service.model_id() || id == "whisper-1";
+  }
+  void model_not_found(const std::string& id) {
+    send_error(ApiError{404,
+                        "The model '" + id + "' does not exist; this server serves '" +
+                            st_.service.model_id() + "' (also as 'whisper-1')",
+                        "invalid_request_error", "model", "model_not_found"},
+               "not_found");
+  }
+  void method_not_allowed(const char* allowed) {
+    auto res =
+        error_response(ApiError{405, std::string("Method not allowed; use ") + allowed,
+                                "invalid_request_error", std::nullopt, "method_not_allowed"});
+    res.set(http::field::allow, allowed);
+    st_.metrics.count_error("bad_request");
+    send(std::move(res));
+  }
+
+  void handle_audio(http::request<http::string_body>& req, const std::string& task) {
+    if (st_.draining) {
+      return send_error(ApiError{503, "[serve] the server is shutting down", "server_error",
+                                 std::nullopt, "shutting_down"},
+                        "shutting_down");
+    }
+    try {
+      const auto type = req[http::field::content_type];
+      request_ = parse_audio_request(std::string_view(type.data(), type.size()), req.body(), task);
+    } catch (const ApiException& e) {
+      return send_error(e.error(), "bad_request");
+    }
+    req.body().clear();
+    req.body().shrink_to_fit();
+    if (!serves_model(request_.model)) return model_not_found(request_.model);
+
+    auto job = std::make_shared<TranscriptionJob>();
+    job->audio = std::move(request_.audio);
+    job->filename = request_.filename;
+    job->options = transcribe_options(request_);
+    const uint64_t gen = ++generation_;
+    auto self = shared_from_this();
+    if (request_.stream) {
+      job->on_delta = [self, gen](const std::string& delta) {
+        net::post(self->stream_.get_executor(), [self, gen, delta] {
+          if (self->generation_ == gen) self->on_delta(delta);
+        });
+      };
+    }
+    job->on_done = [self, gen, req_copy = request_](const TranscribeResult* r, double seconds,
+                                                    std::exception_ptr ep) {
+      Outcome o = make_outcome(r, seconds, std::move(ep), req_copy);
+      net::post(self->stream_.get_executor(), [self, gen, o = std::move(o)]() mutable {
+        if (self->generation_ == gen) self->on_done(std::move(o));
+      });
+    };
+    if (!st_.service.submit(job)) {
+      const auto s = st_.service.options();
+      return send_error(ApiError{429,
+                                 "[serve] the server is busy: " + std::to_string(s.workers) +
+                                     " running and " + std::to_string(s.queue_capacity) +
+                                     " queued requests (parley serve --queue); "
+                                     "retry later",
+                                 "server_error", std::nullopt, "queue_full"},
+                        "queue_full");
+    }
+    job_ = job;
+    job_active_ = true;
+    streaming_ = request_.stream;
+    watch_disconnect(gen);
+  }
+
+  // While a job runs, a readable socket means the client closed (or pipelined another
+  // request): peek to tell which; a closed client cancels its job.
+  void watch_disconnect(uint64_t gen) {
+    stream_.expires_never();
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this(), gen](beast::error_code ec) {
+          if (!self->job_active_ || self->generation_ != gen || self->closed_) return;
+          if (ec) {
+            if (ec != net::error::operation_aborted) self->client_gone();
+            return;
+          }
+          char c;
+          beast::error_code pec, ignored;
+          auto& sock = self->stream_.socket();
+          sock.non_blocking(true, ignored);
+          const size_t n = sock.receive(net::buffer(&c, 1), tcp::socket::message_peek, pec);
+          sock.non_blocking(false, ignored);
+          if (pec == net::error::would_block || pec == net::error::try_again) {
+            self->watch_disconnect(gen);
+          } else if (pec || n == 0) {
+            self->client_gone();
+          }  // else: a pipelined request waits in the socket; read after this answer
+        });
+  }
+
+  void client_gone() {
+    if (job_) job_->cancelled = true;
+    st_.metrics.count_error("cancelled");
+    close();
+  }
+
+  void on_delta(const std::string& delta) {
+    if (closed_) return;
+    if (!headers_sent_) send_sse_headers();
+    out_.push_back(sse_event({{"type", "transcript.text.delta"}, {"delta", delta}}));
+    pump();
+  }
+
+  void on_done(Outcome o) {
+    job_active_ = false;
+    job_.reset();
+    if (closed_) return;
+    if (!o.ok) {
+      if (o.cancelled) return close();
+      if (!headers_sent_) return send_error(o.error, o.error_kind);
+      st_.metrics.count_error(o.error_kind);
+      out_.push_back("event: error\n" + sse_event(nlohmann::json::parse(o.error.to_json())));
+    } else if (streaming_) {
+      if (!headers_sent_) send_sse_headers();
+      out_.push_back(sse_event({{"type", "transcript.text.done"}, {"text", o.body}}));
+      st_.metrics.count_request(route_, 200);
+    } else {
+      st_.metrics.count_request(route_, 200);
+      return send(response(http::status::ok, std::move(o.body), o.content_type), false);
+    }
+    finish_stream_ = true;
+    pump();
+  }
+
+  void send_sse_headers() {
+    headers_sent_ = true;
+    std::string h =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "Connection: close\r\nX-Accel-Buffering: no\r\n";
+    h += "Access-Control-Allow-Origin: " + st_.opt.cors_origin + "\r\n\r\n";
+    out_.push_back(std::move(h));
+  }
+
+  void pump() {
+    if (writing_ || closed_) return;
+    if (out_.empty()) {
+      if (finish_stream_) close();
+      return;
+    }
+    writing_ = true;
+    net::async_write(stream_, net::buffer(out_.front()),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       if (ec) return self->client_gone();
+                       self->out_.pop_front();
+                       self->pump();
+                     });
+  }
+
+  http::response<http::string_body> response(http::status status, std::string body,
+                                             const std::string& content_type) {
+    http::response<http::string_body> res{status, 11};
+    res.set(http::field::server, "parley");
+    if (!content_type.empty()) res.set(http::field::content_type, content_type);
+    res.set(http::field::access_control_allow_origin, st_.opt.cors_origin);
+    res.keep_alive(keep_alive_ && !st_.draining);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    return res;
+  }
+
+  http::response<http::string_body> error_response(const ApiError& e) {
+    return response(http::status(e.status), e.to_json(), "application/json");
+  }
+
+  void send_error(const ApiError& e, const std::string& kind) {
+    st_.metrics.count_error(kind);
+    send(error_response(e));
+  }
+
+  void send(http::response<http::string_body> res, bool count = true) {
+    if (count) st_.metrics.count_request(route_, int(res.result_int()));
+    const bool close_after = !res.keep_alive();
+    auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
+    stream_.expires_after(std::chrono::seconds(120));
+    http::async_write(stream_, *sp,
+                      [self = shared_from_this(), sp, close_after](beast::error_code ec, size_t) {
+                        if (ec || close_after) return self->linger_close();
+                        self->do_read();
+                      });
+  }
+
+  // After an early answer (413, a parse error) the client may still be sending: read and
+  // drop what comes for a moment so closing does not reset the connection before the
+  // client has read the answer.
+  void linger_close() {
+    if (closed_) return;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(5));
+    drain_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > (256ull << 20)) return self->close();
+                              self->linger_close_continue();
+                            });
+  }
+  void linger_close_continue() {
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > (256ull << 20)) return self->close();
+                              self->linger_close_continue();
+                            });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  ServerState& st_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string route_ = "other";
+  std::string origin_;
+  bool keep_alive_ = false;
+  bool idle_ = false;
+  bool closed_ = false;
+  AudioRequest request_;
+  std::shared_ptr<TranscriptionJob> job_;
+  bool job_active_ = false;
+  uint64_t generation_ = 0;
+  bool streaming_ = false;
+  bool headers_sent_ = false;
+  bool writing_ = false;
+  bool finish_stream_ = false;
+  std::deque<std::string> out_;
+  std::vector<char> drain_;
+  uint64_t drained_ = 0;
+};
+
+void accept_loop(tcp::acceptor& acceptor, net::io_context& ioc, ServerState& st) {
+  acceptor.async_accept(net::make_strand(ioc), [&](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      auto s = std::make_shared<Session>(std::move(socket), st);
+      {
+        std::lock_guard lock(st.sessions_mu);
+        std::erase_if(st.sessions, [](const auto& w) { return w.expired(); });
+        st.sessions.push_back(s);
+      }
+      s->start();
+    }
+    accept_loop(acceptor, ioc, st);
+  });
+}
+
+}  // namespace
+
+void serve_http(const ServerOptions& options, WhisperService& service) {
+  ServerState st(options, service);
+  net::io_context ioc(std::max(1, options.io_threads));
+  tcp::acceptor acceptor(ioc);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options.host, ec);
+  check_arg(!ec, "[serve] --host '" + options.host + "' is not an IP address");
+  check_arg(options.port >= 0 && options.port <= 65535, "[serve] --port must be 0..65535");
+  const tcp::endpoint endpoint(address, uint16_t(options.port));
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(net::socket_base::reuse_address(true));
+  acceptor.bind(endpoint, ec);
+  check(!ec, ErrorKind::invalid_argument,
+        "[serve] cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+            ec.message());
+  acceptor.listen(net::socket_base::max_listen_connections);
+  std::cout << "parley serve: listening on http://" << options.host << ":"
+            << acceptor.local_endpoint().port() << " (model " << service.model_id() << ")"
+            << std::endl;
+
+  auto guard = net::make_work_guard(ioc);
+  std::thread drainer;
+  net::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](beast::error_code sec, int sig) {
+    if (sec) return;
+    std::cout << "parley serve: signal " << sig << ": finishing admitted requests" << std::endl;
+    st.draining = true;
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    drainer = std::thread([&] {
+      service.stop();  // every queued and running job completes and posts its answer
+      net::post(ioc, [&] {
+        std::lock_guard lock(st.sessions_mu);
+        for (auto& w : st.sessions) {
+          if (auto s = w.lock()) s->close_if_idle();
+        }
+        guard.reset();
+      });
+    });
+  });
+  accept_loop(acceptor, ioc, st);
+
+  std::vector<std::thread> threads;
+  for (int i = 1; i < options.io_threads; ++i) threads.emplace_back([&] { ioc.run(); });
+  ioc.run();
+  for (auto& t : threads) t.join();
+  if (drainer.joinable()) drainer.join();
+  std::cout << "parley serve: stopped" << std::endl;
+}
+
+}  // namespace parley::server

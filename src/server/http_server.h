@@ -1,0 +1,28 @@
+// The HTTP server behind `parley serve` (Boost.Beast over Asio; Beast stays inside
+// http_server.cpp). Routes: POST /v1/audio/transcriptions, POST /v1/audio/translations
+// (JSON or SSE), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, and CORS
+// preflight. docs/SERVER.md is the user's description.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "serving/whisper_service.h"
+
+namespace parley::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;      // 0: any free port (printed at start-up)
+  std::string api_key;  // empty: no authentication
+  uint64_t max_body_bytes = 25ull << 20;
+  int io_threads = 2;  // Asio threads (parsing, writing); decoding runs on workers
+  std::string cors_origin = "*";
+};
+
+// Serves until SIGINT or SIGTERM, then stops accepting, finishes every admitted request
+// (streams included), closes idle connections and returns. Prints
+// "parley serve: listening on http://HOST:PORT" once the socket is bound.
+void serve_http(const ServerOptions& options, WhisperService& service);
+
+}  // namespace parley::server

@@ -1,0 +1,259 @@
+#include "serving/whisper_service.h"
+
+#include <malloc.h>
+
+#include <filesystem>
+
+#include "audio/decode.h"
+#include "engine/error.h"
+#include "whisper/model.h"
+#include "whisper/tokenizer.h"
+
+namespace parley {
+
+struct WhisperService::Loaded {
+  std::shared_ptr<const WhisperModel> model;
+  WhisperTokenizer tokenizer;  // parsed once per load, not per request
+};
+
+WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
+  check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
+  check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
+  if (options_.residency == Residency::resident) {
+    auto model = WhisperModel::load(options_.model_dir);  // fails at start-up, not later
+    resident_ = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
+  }
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+WhisperService::~WhisperService() { stop(); }
+
+std::string WhisperService::model_id() const {
+  return std::filesystem::path(options_.model_dir).lexically_normal().filename().string().empty()
+             ? std::filesystem::path(options_.model_dir)
+                   .lexically_normal()
+                   .parent_path()
+                   .filename()
+                   .string()
+             : std::filesystem::path(options_.model_dir).lexically_normal().filename().string();
+}
+
+bool WhisperService::submit(std::shared_ptr<TranscriptionJob> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    // Jobs a free worker takes at once do not count against the queue.
+    const int free_workers = options_.workers - running_;
+    if (int(queue_.size()) >= options_.queue_capacity + std::max(0, free_workers)) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void WhisperService::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+}
+
+ServiceStats WhisperService::stats() const {
+  ServiceStats s;
+  {
+    std::lock_guard lock(mu_);
+    s.audio_seconds = audio_seconds_;
+    s.compute_seconds = compute_seconds_;
+    s.queued = int(queue_.size());
+    s.running = running_;
+  }
+  std::lock_guard lock(model_mu_);
+  s.model_loaded = resident_ != nullptr || !shared_.expired();
+  return s;
+}
+
+std::shared_ptr<const WhisperService::Loaded> WhisperService::acquire_model() {
+  std::lock_guard lock(model_mu_);
+  if (resident_) return resident_;
+  if (auto m = shared_.lock()) return m;
+  auto model = WhisperModel::load(options_.model_dir);
+  auto m = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
+  shared_ = m;
+  return m;
+}
+
+void WhisperService::worker_loop() {
+  WorkerState worker;
+  while (true) {
+    std::shared_ptr<TranscriptionJob> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued is done
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    Outcome out = run(*job, worker);
+    // Release before answering, so a client that has its answer sees the memory freed and
+    // the worker free (the next request is not refused by a stale running count).
+    if (options_.residency == Residency::per_request) {
+      worker.session.reset();
+      worker.loaded.reset();
+      malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
+    }
+    {
+      std::lock_guard lock(mu_);
+      --running_;
+    }
+    job->on_done(out.result ? &*out.result : nullptr, out.audio_seconds, out.error);
+  }
+}
+
+namespace {
+
+// Streaming policy: a delta never shows text that the seek loop later drops or replaces,
+// so the deltas joined equal the final text.
+// - Within a window, text becomes final at a consecutive timestamp pair (<|a|><|b|>: a
+//   segment ended): the text before the pair is sent as soon as the pair is sampled. With
+//   a temperature ladder, where a window may be decoded again, nothing is sent before the
+//   window's segments are known.
+// - The rest of a window (after its last pair) waits for the window's segments
+//   (on_segment): when the window does not end on a timestamp the seek loop cuts there
+//   and decodes the tail again in the next window, so the tail is only sent if kept.
+// What can still differ: a window judged silent after it was decoded (no-speech
+// probability > 0.6 and a low log-probability) loses the text already sent at its
+// pairs. LEAD: a hook reporting no_speech_prob at a window's first step would let this
+// hold such windows back.
+class DeltaStream {
+ public:
+  DeltaStream(const WhisperTokenizer& tokenizer, std::function<void(const std::string&)> emit)
+      : tok_(tokenizer), emit_(std::move(emit)) {}
+
+  void on_token(int32_t id) {
+    if (window_done_) reset_window();
+    if (id == tok_.eot()) {
+      window_done_ = true;
+      return;
+    }
+    window_.push_back(id);
+    const int32_t tb = tok_.timestamp_begin();
+    const size_t n = window_.size();
+    if (id >= tb && n >= 2 && window_[n - 2] >= tb) release(tok_.decode(window_));
+  }
+
+  void on_segment(const Segment& s) {
+    window_done_ = true;  // segments come after their window's last token
+    kept_ += tok_.decode(s.tokens);
+    release(kept_);
+  }
+
+  void finish() {
+    const std::string rest = streamer_.flush();
+    if (!rest.empty()) emit_(rest);
+  }
+
+ private:
+  // Sends what `text` (this window's final text so far) adds to what was sent.
+  void release(const std::string& text) {
+    if (text.size() <= sent_.size() || text.compare(0, sent_.size(), sent_) != 0) return;
+    const std::string piece = streamer_.push(text.substr(sent_.size()));
+    sent_ = text;
+    if (!piece.empty()) emit_(piece);
+  }
+  void reset_window() {
+    window_.clear();
+    sent_.clear();
+    kept_.clear();
+    window_done_ = false;
+  }
+
+  const WhisperTokenizer& tok_;
+  std::function<void(const std::string&)> emit_;
+  TextStreamer streamer_;        // holds back a UTF-8 character split across pieces
+  std::vector<int32_t> window_;  // this window's sampled tokens
+  std::string sent_;             // this window's text sent so far
+  std::string kept_;             // this window's segments' text
+  bool window_done_ = false;
+};
+
+}  // namespace
+
+WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& worker) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome out;
+  double& audio_seconds = out.audio_seconds;
+  try {
+    check(!job.cancelled.load(), ErrorKind::cancelled, "[serve] request cancelled while queued");
+    const std::vector<float> samples = decode_audio(job.audio, job.filename);
+    job.audio = {};  // the upload is no longer needed
+    audio_seconds = double(samples.size()) / 16000.0;
+    check_arg(!samples.empty(), "[audio] " + job.filename + ": no audio samples");
+
+    std::shared_ptr<const Loaded> loaded = acquire_model();
+    if (!worker.session || worker.loaded != loaded) {
+      worker.session.reset();
+      worker.session = std::make_unique<WhisperSession>(loaded->model);
+      worker.loaded = loaded;
+    }
+    WhisperSession& session = *worker.session;
+    const WhisperTokenizer& tokenizer = loaded->tokenizer;
+
+    TranscribeOptions o = job.options;
+    o.cancelled = [&job] { return job.cancelled.load(); };
+    std::optional<DeltaStream> deltas;
+    if (job.on_delta) {
+      deltas.emplace(tokenizer, job.on_delta);
+      if (o.temperatures.size() <= 1) o.on_token = [&](int32_t id) { deltas->on_token(id); };
+      o.on_segment = [&](const Segment& seg) { deltas->on_segment(seg); };
+    }
+    out.result = transcribe(session, tokenizer, samples, o);
+    if (deltas) deltas->finish();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard lock(mu_);
+      audio_seconds_ += audio_seconds;
+      compute_seconds_ += seconds;
+    }
+  } catch (...) {
+    out.result.reset();
+    out.error = std::current_exception();
+  }
+  return out;
+}
+
+std::string TextStreamer::push(const std::string& bytes) {
+  pending_ += bytes;
+  // Hold back a trailing lead byte whose continuation bytes have not all arrived.
+  size_t keep = 0;
+  for (size_t back = 1; back <= std::min<size_t>(4, pending_.size()); ++back) {
+    const auto c = uint8_t(pending_[pending_.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    size_t need = 1;
+    if ((c & 0xE0) == 0xC0)
+      need = 2;
+    else if ((c & 0xF0) == 0xE0)
+      need = 3;
+    else if ((c & 0xF8) == 0xF0)
+      need = 4;
+    if (need > back) keep = back;
+    break;
+  }
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
+
+std::string TextStreamer::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace parley
