@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device.h"
@@ -33,6 +34,13 @@ WhisperRunCounters whisper_run_counters();
 struct LoadOptions {
   Device device = Device::cpu;  // where weights live and the forward pass runs
   DType dtype = DType::f32;     // weights and activations; f32 = the parity path
+};
+
+// What WhisperSession::cross_attention_weights returns (word timestamps, timing.h).
+struct CrossAttentionWeights {
+  Tensor logits;  // f32 [T, n_vocab] on the CPU
+  Tensor qk;      // f32 [n_heads, T, n_audio_ctx] on the CPU: q k^T / sqrt(d_head) of each
+                  // requested head, before the softmax (the reference's QK hook output)
 };
 
 class WhisperModel {
@@ -83,6 +91,13 @@ class WhisperSession {
   // the cached ones) and appends them to the cache. Returns f32 logits
   // [tokens.size(), n_vocab] on the CPU. Needs encode() first.
   Tensor decode(std::span<const int32_t> tokens);
+
+  // The reference's find_alignment forward (whisper/timing.py): the decoder over `tokens`
+  // from position 0 without the KV cache, keeping the cross-attention scores of `heads`
+  // ((layer, head) pairs). Needs encode() first; drops cached tokens. Defined in
+  // decoder_alignment.cpp.
+  CrossAttentionWeights cross_attention_weights(std::span<const int32_t> tokens,
+                                                std::span<const std::pair<int, int>> heads);
 
   void reset() { n_cached_ = 0; }  // drops cached tokens, keeps the audio features
   int n_cached() const { return n_cached_; }
