@@ -5,10 +5,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "audio/decode.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
@@ -29,6 +31,10 @@ struct TranscribeCliOptions {
   std::string output_dir;
   bool no_timestamps = false;
   int threads = 0;
+  bool word_timestamps = false;
+  std::optional<std::string> prepend_punctuations;
+  std::optional<std::string> append_punctuations;
+  std::optional<float> hallucination_silence_threshold;
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -55,12 +61,20 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
   t.on_segment = [&](const Segment& s) { print_segment(progress, s); };
+  check_arg(opt.word_timestamps || (!opt.prepend_punctuations && !opt.append_punctuations &&
+                                    !opt.hallucination_silence_threshold),
+            "[transcribe] --prepend-punctuations, --append-punctuations and "
+            "--hallucination-silence-threshold need --word-timestamps");
+  t.word_timestamps = opt.word_timestamps;
+  if (opt.prepend_punctuations) t.word_options.prepend_punctuations = *opt.prepend_punctuations;
+  if (opt.append_punctuations) t.word_options.append_punctuations = *opt.append_punctuations;
+  t.hallucination_silence_threshold = opt.hallucination_silence_threshold;
 
   for (const auto& file : opt.files) {
     const std::vector<float> samples = load_audio(file);
     if (opt.files.size() > 1) progress << "== " << file << std::endl;
     const TranscribeResult result = transcribe(session, tokenizer, samples, t);
-    const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0};
+    const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0, opt.word_timestamps};
     const std::string text = format_transcript(result, format, info);
     if (to_files) {
       const fs::path out = fs::path(opt.output_dir) /
@@ -91,6 +105,17 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", opt->output_dir, "Write <file>.<format> here");
   cmd->add_flag("--no-timestamps", opt->no_timestamps, "Decode without timestamps");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  cmd->add_flag("--word-timestamps", opt->word_timestamps,
+                "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
+  cmd->add_option(
+      "--prepend-punctuations", opt->prepend_punctuations,
+      "With --word-timestamps: merge these into the next word (default \"'\u201c\u00bf([{-)");
+  cmd->add_option("--append-punctuations", opt->append_punctuations,
+                  "With --word-timestamps: merge these into the previous word (default "
+                  "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001)");
+  cmd->add_option("--hallucination-silence-threshold", opt->hallucination_silence_threshold,
+                  "With --word-timestamps: skip silences longer than this many seconds around "
+                  "a possible hallucination");
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 

@@ -63,7 +63,8 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
     case OutputFormat::json: return nlohmann::json{{"text", json_text(result.text)}}.dump() + "\n";
     case OutputFormat::verbose_json: {
       nlohmann::json segments = nlohmann::json::array();
-      for (const auto& s : result.segments)
+      nlohmann::json words = nlohmann::json::array();
+      for (const auto& s : result.segments) {
         segments.push_back({{"id", s.id},
                             {"seek", s.seek},
                             {"start", s.start},
@@ -74,13 +75,24 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
                             {"avg_logprob", s.avg_logprob},
                             {"compression_ratio", s.compression_ratio},
                             {"no_speech_prob", s.no_speech_prob}});
-      return nlohmann::json{{"task", info.task},
+        if (!info.words) continue;
+        nlohmann::json segment_words = nlohmann::json::array();
+        for (const Word& w : s.words) {
+          segment_words.push_back({{"word", json_text(w.word)},
+                                   {"start", w.start},
+                                   {"end", w.end},
+                                   {"probability", w.probability}});
+          words.push_back({{"word", json_text(strip(w.word))}, {"start", w.start}, {"end", w.end}});
+        }
+        segments.back()["words"] = std::move(segment_words);
+      }
+      nlohmann::json doc = {{"task", info.task},
                             {"language", result.language},
                             {"duration", info.duration},
                             {"text", json_text(result.text)},
-                            {"segments", segments}}
-                 .dump(2) +
-             "\n";
+                            {"segments", segments}};
+      if (info.words) doc["words"] = std::move(words);
+      return doc.dump(2) + "\n";
     }
     case OutputFormat::srt: {
       int i = 1;

@@ -21,6 +21,10 @@ const char* output_extension(OutputFormat f);
 struct TranscriptInfo {
   std::string task = "transcribe";
   double duration = 0;  // seconds of audio
+  // verbose_json gets "words": per segment as the reference's result ({word, start, end,
+  // probability}, the word with its leading space) and for the whole transcript as
+  // OpenAI's API ({word, start, end}, the word stripped).
+  bool words = false;
 };
 
 std::string format_transcript(const TranscribeResult& result, OutputFormat format,
