@@ -13,6 +13,7 @@
 #include "whisper/model.h"
 #include "whisper/timing.h"
 #include "whisper/tokenizer.h"
+#include "whisper/transcribe.h"
 
 namespace parley {
 namespace {
@@ -219,6 +220,127 @@ TEST(WordTimestamps, SegmentAnomaly) {
   Segment long_word =
       words_segment({{" a", 0, 5.5, 0.9}, {" b", 5.5, 6, 0.9}, {" c", 6, 6.5, 0.9}});
   EXPECT_TRUE(is_segment_anomaly(&long_word));
+}
+
+// A window script (as transcribe_test.cpp's) that also answers the alignment pass: token
+// t of the alignment sequence attends to frames [25 t, 25 t + 25) (half a second per
+// token), and its logits are flat (every word improbable: a hallucination by the
+// reference's anomaly score) or confident (20 on the next token).
+class AlignedScript : public LogitsSource {
+ public:
+  AlignedScript(const WhisperTokenizer& tok, std::vector<int32_t> window, bool confident)
+      : tok_(tok), window_(std::move(window)), confident_(confident) {}
+  void encode(const Tensor&) override {
+    ++encodes;
+    next_ = 0;
+  }
+  Tensor decode(std::span<const int32_t> tokens) override {
+    const int64_t v = tok_.n_vocab();
+    Tensor logits = Tensor::zeros({int64_t(tokens.size()), v}, DType::f32);
+    const int32_t next = next_ < window_.size() ? window_[next_] : tok_.eot();
+    ++next_;
+    logits.data<float>()[int64_t(tokens.size() - 1) * v + next] = 20.0f;
+    return logits;
+  }
+  void reset() override {}
+  int n_text_ctx() const override { return 448; }
+  int n_mels() const override { return 80; }
+  CrossAttentionWeights cross_attention_weights(std::span<const int32_t> tokens,
+                                                std::span<const std::pair<int, int>>) override {
+    const int64_t t = int64_t(tokens.size()), v = tok_.n_vocab();
+    CrossAttentionWeights out;
+    out.logits = Tensor::zeros({t, v}, DType::f32);
+    if (confident_)
+      for (int64_t i = 0; i + 1 < t; ++i)
+        out.logits.data<float>()[i * v + tokens[size_t(i + 1)]] = 20;
+    out.qk = Tensor::zeros({1, t, 1500}, DType::f32);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t f = 25 * i; f < 25 * i + 25; ++f) out.qk.data<float>()[i * 1500 + f] = 10;
+    return out;
+  }
+  int encodes = 0;
+
+ private:
+  const WhisperTokenizer& tok_;
+  std::vector<int32_t> window_;
+  bool confident_;
+  size_t next_ = 0;
+};
+
+struct WordRun {
+  TranscribeResult result;
+  int windows = 0;
+};
+
+// 10 s of audio; every window decodes " Hello, world" from 0 to 3 s.
+WordRun transcribe_words(const TranscribeOptions& o, bool confident) {
+  const auto& tok = english();
+  const int32_t tb = tok.timestamp_begin();
+  std::vector<int32_t> window{tb};
+  for (int32_t id : tok.encode(" Hello, world")) window.push_back(id);
+  window.push_back(tb + 150);
+  AlignedScript src(tok, window, confident);
+  const Tensor mel = Tensor::zeros({80, 1000 + 3000}, DType::f32);
+  WordRun run{transcribe_mel(src, tok, mel, o), 0};
+  run.windows = src.encodes;
+  return run;
+}
+
+std::vector<std::string> word_texts(const Segment& s) {
+  std::vector<std::string> out;
+  for (const Word& w : s.words) out.push_back(w.word);
+  return out;
+}
+
+TEST(WordTimestamps, SeekLoopFillsWordsAndMovesSegmentTimes) {
+  TranscribeOptions o;
+  const WordRun off = transcribe_words(o, true);
+  ASSERT_EQ(off.result.segments.size(), 1u);
+  EXPECT_TRUE(off.result.segments[0].words.empty());
+  EXPECT_DOUBLE_EQ(off.result.segments[0].end, 3.0);
+
+  o.word_timestamps = true;
+  const WordRun on = transcribe_words(o, true);
+  ASSERT_EQ(on.result.segments.size(), 1u);
+  const Segment& s = on.result.segments[0];
+  EXPECT_EQ(word_texts(s), (std::vector<std::string>{" Hello,", " world"}));
+  EXPECT_GT(s.words[0].probability, 0.99);
+  EXPECT_DOUBLE_EQ(s.start, s.words[0].start);
+  EXPECT_DOUBLE_EQ(s.end, s.words[1].end);  // 3.0 s moved to the last word's end
+  EXPECT_LT(s.end, 3.0);
+  EXPECT_LE(s.words[0].end, s.words[1].start + 1e-9);
+  EXPECT_EQ(on.windows, 1);  // single timestamp ending: no seek to the last word
+
+  o.word_options.append_punctuations = "";  // "," stays a word of its own
+  const WordRun apart = transcribe_words(o, true);
+  EXPECT_EQ(word_texts(apart.result.segments.at(0)),
+            (std::vector<std::string>{" Hello", ",", " world"}));
+  o.word_options = {};
+  o.word_options.prepend_punctuations = "";  // nothing to prepend here: unchanged
+  EXPECT_EQ(word_texts(transcribe_words(o, true).result.segments.at(0)),
+            (std::vector<std::string>{" Hello,", " world"}));
+}
+
+TEST(WordTimestamps, HallucinationSilenceThresholdDropsImprobableWindows) {
+  TranscribeOptions o;
+  o.word_timestamps = true;
+  // Improbable words, but no threshold: kept.
+  const WordRun kept = transcribe_words(o, false);
+  ASSERT_EQ(kept.result.segments.size(), 1u);
+  EXPECT_LT(kept.result.segments[0].words[0].probability, 0.15);
+  // With a threshold each window is a hallucination surrounded by silence: dropped, the
+  // seek moving to max(window start + 1 s, segment start), 1 s at a time. At seek 700 (the
+  // last 3 s) the words run to 9.0 s and the silence after them, up to the audio's end at
+  // 10 s, is not longer than the threshold: that window is kept.
+  o.hallucination_silence_threshold = 1.0f;
+  const WordRun dropped = transcribe_words(o, false);
+  ASSERT_EQ(dropped.result.segments.size(), 1u);
+  EXPECT_EQ(dropped.result.segments[0].seek, 700);
+  EXPECT_DOUBLE_EQ(dropped.result.segments[0].end, 9.0);
+  EXPECT_EQ(dropped.windows, 8);  // seeks 0, 100, ..., 700
+  // Probable words of ordinary length are no hallucination.
+  const WordRun confident = transcribe_words(o, true);
+  EXPECT_EQ(confident.result.segments.size(), 1u);
 }
 
 }  // namespace
