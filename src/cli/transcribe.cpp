@@ -12,6 +12,7 @@
 #include "cli/default_model.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "whisper/alignment_heads.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
@@ -35,6 +36,7 @@ struct TranscribeCliOptions {
   std::optional<std::string> prepend_punctuations;
   std::optional<std::string> append_punctuations;
   std::optional<float> hallucination_silence_threshold;
+  std::string alignment_heads;  // an official model name; empty: the model's own
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -44,6 +46,11 @@ void print_segment(std::ostream& os, const Segment& s) {
 
 void run_transcribe(const TranscribeCliOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
+  check_arg(
+      opt.word_timestamps || (!opt.prepend_punctuations && !opt.append_punctuations &&
+                              !opt.hallucination_silence_threshold && opt.alignment_heads.empty()),
+      "[transcribe] --prepend-punctuations, --append-punctuations, --alignment-heads and "
+      "--hallucination-silence-threshold need --word-timestamps");
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
   const auto model = WhisperModel::load(dir);
   const WhisperTokenizer tokenizer = load_tokenizer(*model);
@@ -61,11 +68,9 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
   t.on_segment = [&](const Segment& s) { print_segment(progress, s); };
-  check_arg(opt.word_timestamps || (!opt.prepend_punctuations && !opt.append_punctuations &&
-                                    !opt.hallucination_silence_threshold),
-            "[transcribe] --prepend-punctuations, --append-punctuations and "
-            "--hallucination-silence-threshold need --word-timestamps");
   t.word_timestamps = opt.word_timestamps;
+  if (!opt.alignment_heads.empty())
+    t.word_options.alignment_heads = resolve_alignment_heads(model->config(), opt.alignment_heads);
   if (opt.prepend_punctuations) t.word_options.prepend_punctuations = *opt.prepend_punctuations;
   if (opt.append_punctuations) t.word_options.append_punctuations = *opt.append_punctuations;
   t.hallucination_silence_threshold = opt.hallucination_silence_threshold;
@@ -113,6 +118,10 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("--append-punctuations", opt->append_punctuations,
                   "With --word-timestamps: merge these into the previous word (default "
                   "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001)");
+  cmd->add_option("--alignment-heads", opt->alignment_heads,
+                  "With --word-timestamps: use this official model's alignment heads (tiny.en, "
+                  "large-v3-turbo, ...) when the model files name none (default: the files', "
+                  "else every head of the later half of the decoder layers)");
   cmd->add_option("--hallucination-silence-threshold", opt->hallucination_silence_threshold,
                   "With --word-timestamps: skip silences longer than this many seconds around "
                   "a possible hallucination");
