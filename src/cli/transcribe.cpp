@@ -37,6 +37,10 @@ struct TranscribeCliOptions {
   std::optional<std::string> append_punctuations;
   std::optional<float> hallucination_silence_threshold;
   std::string alignment_heads;  // an official model name; empty: the model's own
+  bool highlight_words = false;
+  int max_line_width = 0;  // 0: unset
+  int max_line_count = 0;
+  int max_words_per_line = 0;
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -46,11 +50,14 @@ void print_segment(std::ostream& os, const Segment& s) {
 
 void run_transcribe(const TranscribeCliOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
-  check_arg(
-      opt.word_timestamps || (!opt.prepend_punctuations && !opt.append_punctuations &&
-                              !opt.hallucination_silence_threshold && opt.alignment_heads.empty()),
-      "[transcribe] --prepend-punctuations, --append-punctuations, --alignment-heads and "
-      "--hallucination-silence-threshold need --word-timestamps");
+  const bool word_options = opt.prepend_punctuations || opt.append_punctuations ||
+                            opt.hallucination_silence_threshold || !opt.alignment_heads.empty() ||
+                            opt.highlight_words || opt.max_line_width > 0 ||
+                            opt.max_line_count > 0 || opt.max_words_per_line > 0;
+  check_arg(opt.word_timestamps || !word_options,
+            "[transcribe] --prepend-punctuations, --append-punctuations, --alignment-heads, "
+            "--hallucination-silence-threshold, --highlight-words, --max-line-width, "
+            "--max-line-count and --max-words-per-line need --word-timestamps");
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
   const auto model = WhisperModel::load(dir);
   const WhisperTokenizer tokenizer = load_tokenizer(*model);
@@ -79,7 +86,14 @@ void run_transcribe(const TranscribeCliOptions& opt) {
     const std::vector<float> samples = load_audio(file);
     if (opt.files.size() > 1) progress << "== " << file << std::endl;
     const TranscribeResult result = transcribe(session, tokenizer, samples, t);
-    const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0, opt.word_timestamps};
+    TranscriptInfo info;
+    info.task = opt.task;
+    info.duration = double(samples.size()) / 16000.0;
+    info.words = opt.word_timestamps;
+    info.highlight_words = opt.highlight_words;
+    info.max_line_width = opt.max_line_width;
+    info.max_line_count = opt.max_line_count;
+    info.max_words_per_line = opt.max_words_per_line;
     const std::string text = format_transcript(result, format, info);
     if (to_files) {
       const fs::path out = fs::path(opt.output_dir) /
@@ -122,6 +136,18 @@ void add_transcribe_command(CLI::App& app) {
                   "With --word-timestamps: use this official model's alignment heads (tiny.en, "
                   "large-v3-turbo, ...) when the model files name none (default: the files', "
                   "else every head of the later half of the decoder layers)");
+  cmd->add_flag("--highlight-words", opt->highlight_words,
+                "With --word-timestamps: srt/vtt underline each word as it is spoken");
+  cmd->add_option("--max-line-width", opt->max_line_width,
+                  "With --word-timestamps: srt/vtt characters per line before a break")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-line-count", opt->max_line_count,
+                  "With --word-timestamps: srt/vtt lines per subtitle")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-words-per-line", opt->max_words_per_line,
+                  "With --word-timestamps: srt/vtt words per line (no effect with "
+                  "--max-line-width)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--hallucination-silence-threshold", opt->hallucination_silence_threshold,
                   "With --word-timestamps: skip silences longer than this many seconds around "
                   "a possible hallucination");

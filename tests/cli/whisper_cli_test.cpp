@@ -179,6 +179,8 @@ TEST(WhisperCli, WordOptionsNeedWordTimestamps) {
                      "need --word-timestamps");
   expect_clean_error(run_parley("transcribe --append-punctuations . " + kJfk, true), 2,
                      "need --word-timestamps");
+  expect_clean_error(run_parley("transcribe --highlight-words -f srt " + kJfk, true), 2,
+                     "need --word-timestamps");
 }
 
 TEST(WhisperCli, TextFileNamedWavIsAnInvalidArgument) {
