@@ -41,6 +41,7 @@ struct TranscribeCliOptions {
   int max_line_width = 0;  // 0: unset
   int max_line_count = 0;
   int max_words_per_line = 0;
+  int sample_len = 0;  // 0: n_text_ctx / 2
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -74,6 +75,7 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   if (!opt.language.empty()) t.language = opt.language;
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
+  t.sample_len = opt.sample_len;
   t.on_segment = [&](const Segment& s) { print_segment(progress, s); };
   t.word_timestamps = opt.word_timestamps;
   if (!opt.alignment_heads.empty())
@@ -124,6 +126,9 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", opt->output_dir, "Write <file>.<format> here");
   cmd->add_flag("--no-timestamps", opt->no_timestamps, "Decode without timestamps");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  cmd->add_option("--sample-len", opt->sample_len,
+                  "Most tokens sampled per window (default: 224, half the text context)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--word-timestamps", opt->word_timestamps,
                 "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
   cmd->add_option(

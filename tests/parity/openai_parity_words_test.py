@@ -3,7 +3,7 @@
 openai-whisper's transcribe(word_timestamps=True) on the same weights.
 
     openai_parity_words_test.py PARLEY_BINARY DATA_DIR (--model-dir DIR | --synth SHAPE)
-        [--clips ...] [--language L] [--hallucination-silence-threshold S]
+        [--clips ...] [--language L] [--hallucination-silence-threshold S] [--sample-len N]
         [--cache-dir DIR] [--tol-time 0.02] [--tol-prob 1e-3]
 
 --model-dir: a CTranslate2 model (the real tiny.en), converted by
@@ -16,7 +16,8 @@ Runs tools/reference/openai_words_reference.py and `parley transcribe --word-tim
 -f verbose_json`, and per clip requires identical tokens, identical segment seeks, the
 same words (text) in every segment, and every word start / end and every segment start /
 end within --tol-time seconds, word probabilities within --tol-prob. Prints the worst
-differences. Exits 1 on a failure, 77 when openai-whisper or the inputs are missing.
+differences. --sample-len N caps the tokens per window on both sides (the synthetic
+models never sample <|endoftext|>, so this bounds their cost). Exits 1 on a failure, 77 when openai-whisper or the inputs are missing.
 """
 import argparse
 import concurrent.futures
@@ -32,8 +33,10 @@ from openai_parity_test import REF_DIR, checkpoint_for, skip  # noqa: E402
 from openai_parity_synth_test import checkpoint_for_hf, synth_model  # noqa: E402
 
 
-def run_reference(ckpt, paths, language, heads, threshold):
+def run_reference(ckpt, paths, language, heads, threshold, sample_len):
     cmd = [sys.executable, os.path.join(REF_DIR, "openai_words_reference.py"), ckpt, *paths]
+    if sample_len:
+        cmd += ["--sample-len", str(sample_len)]
     if language:
         cmd += ["--language", language]
     if heads:
@@ -45,10 +48,12 @@ def run_reference(ckpt, paths, language, heads, threshold):
     return {os.path.basename(r["file"]): r for r in res}
 
 
-def run_parley(parley, model_dir, path, out_dir, language, threshold):
+def run_parley(parley, model_dir, path, out_dir, language, threshold, sample_len):
     os.makedirs(out_dir, exist_ok=True)
     cmd = [parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json", "-o",
            out_dir, "--word-timestamps"]
+    if sample_len:
+        cmd += ["--sample-len", str(sample_len)]
     if language:
         cmd += ["--language", language]
     if threshold is not None:
@@ -103,6 +108,7 @@ def main():
     ap.add_argument("--clips", nargs="*", default=["jfk.wav"])
     ap.add_argument("--language")
     ap.add_argument("--hallucination-silence-threshold", type=float)
+    ap.add_argument("--sample-len", type=int)
     ap.add_argument("--cache-dir", default=os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "parley-ref"))
     ap.add_argument("--tol-time", type=float, default=0.02)
@@ -137,10 +143,11 @@ def main():
     threshold = args.hallucination_silence_threshold
     with tempfile.TemporaryDirectory(prefix="parley-words-") as work:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            fut = pool.submit(run_reference, ckpt, paths, args.language, heads, threshold)
+            fut = pool.submit(run_reference, ckpt, paths, args.language, heads, threshold,
+                              args.sample_len)
             got = {os.path.basename(p): run_parley(args.parley, model_dir, p,
                                                    os.path.join(work, str(i)), args.language,
-                                                   threshold)
+                                                   threshold, args.sample_len)
                    for i, p in enumerate(paths)}
             ref = fut.result()
 

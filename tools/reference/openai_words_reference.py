@@ -2,7 +2,7 @@
 """Runs openai-whisper's transcribe(word_timestamps=True) and prints one JSON line per file.
 
     openai_words_reference.py CHECKPOINT.pt FILE... [--language L] [--heads L:H,L:H...]
-        [--hallucination-silence-threshold S] [--threads N]
+        [--hallucination-silence-threshold S] [--sample-len N] [--threads N]
 
 As openai_reference.py (temperature 0, condition_on_previous_text, fp16=False, fp32 on the
 CPU, language "en" on English-only models unless --language), with word_timestamps=True.
@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--language")
     ap.add_argument("--heads", help="alignment heads as layer:head,layer:head,...")
     ap.add_argument("--hallucination-silence-threshold", type=float)
+    ap.add_argument("--sample-len", type=int, help="DecodingOptions.sample_len (tokens per window)")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     if args.threads > 0:
@@ -44,6 +45,8 @@ def main():
         opts = dict(temperature=0.0, condition_on_previous_text=True, fp16=False,
                     word_timestamps=True, verbose=None,
                     hallucination_silence_threshold=args.hallucination_silence_threshold)
+        if args.sample_len:
+            opts["sample_len"] = args.sample_len
         if args.language:
             opts["language"] = args.language
         elif not model.is_multilingual:
