@@ -12,7 +12,9 @@
 #include "cli/default_model.h"
 #include "cli/vad_gate.h"
 #include "cli/load_options.h"
+#include "engine/error.h"
 #include "engine/threadpool.h"
+#include "whisper/alignment_heads.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
@@ -35,6 +37,16 @@ struct TranscribeCliOptions {
   VadGateOptions vad;
   bool run_stats = false;  // print Whisper's encoder/decoder run counts to stderr
   DeviceFlags device;
+  bool word_timestamps = false;
+  std::optional<std::string> prepend_punctuations;
+  std::optional<std::string> append_punctuations;
+  std::optional<float> hallucination_silence_threshold;
+  std::string alignment_heads;  // an official model name; empty: the model's own
+  bool highlight_words = false;
+  int max_line_width = 0;  // 0: unset
+  int max_line_count = 0;
+  int max_words_per_line = 0;
+  int sample_len = 0;  // 0: n_text_ctx / 2
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -44,6 +56,14 @@ void print_segment(std::ostream& os, const Segment& s) {
 
 void run_transcribe(const TranscribeCliOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
+  const bool word_options = opt.prepend_punctuations || opt.append_punctuations ||
+                            opt.hallucination_silence_threshold || !opt.alignment_heads.empty() ||
+                            opt.highlight_words || opt.max_line_width > 0 ||
+                            opt.max_line_count > 0 || opt.max_words_per_line > 0;
+  check_arg(opt.word_timestamps || !word_options,
+            "[transcribe] --prepend-punctuations, --append-punctuations, --alignment-heads, "
+            "--hallucination-silence-threshold, --highlight-words, --max-line-width, "
+            "--max-line-count and --max-words-per-line need --word-timestamps");
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
   // Whisper loads at the first file that needs it: with --vad, audio without speech
   // never loads or runs it.
@@ -65,14 +85,23 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   if (!opt.language.empty()) t.language = opt.language;
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
+  t.sample_len = opt.sample_len;
   auto restore = [&](Segment s) {
     if (time_map) {
       s.start = time_map->original_time(s.start);
       s.end = time_map->original_time(s.end, true);
+      for (Word& w : s.words) {
+        w.start = time_map->original_time(w.start);
+        w.end = time_map->original_time(w.end, true);
+      }
     }
     return s;
   };
   t.on_segment = [&](const Segment& s) { print_segment(progress, restore(s)); };
+  t.word_timestamps = opt.word_timestamps;
+  if (opt.prepend_punctuations) t.word_options.prepend_punctuations = *opt.prepend_punctuations;
+  if (opt.append_punctuations) t.word_options.append_punctuations = *opt.append_punctuations;
+  t.hallucination_silence_threshold = opt.hallucination_silence_threshold;
 
   for (const auto& file : opt.files) {
     const std::vector<float> samples = load_audio(file);
@@ -88,13 +117,24 @@ void run_transcribe(const TranscribeCliOptions& opt) {
         model = WhisperModel::load(dir, load_options(opt.device));
         tokenizer.emplace(load_tokenizer(*model));
         session = std::make_unique<WhisperSession>(model);
+        if (!opt.alignment_heads.empty()) {
+          t.word_options.alignment_heads =
+              resolve_alignment_heads(model->config(), opt.alignment_heads);
+        }
       }
       const std::vector<float> collected =
           time_map ? vad::collect_speech(samples, speech) : std::vector<float>{};
       result = transcribe(*session, *tokenizer, time_map ? collected : samples, t);
       for (auto& s : result.segments) s = restore(s);
     }
-    const TranscriptInfo info{opt.task, double(samples.size()) / 16000.0};
+    TranscriptInfo info;
+    info.task = opt.task;
+    info.duration = double(samples.size()) / 16000.0;
+    info.words = opt.word_timestamps;
+    info.highlight_words = opt.highlight_words;
+    info.max_line_width = opt.max_line_width;
+    info.max_line_count = opt.max_line_count;
+    info.max_words_per_line = opt.max_words_per_line;
     const std::string text = format_transcript(result, format, info);
     if (to_files) {
       const fs::path out = fs::path(opt.output_dir) /
@@ -134,6 +174,36 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");
   add_device_flags(cmd, opt->device);
+  cmd->add_option("--sample-len", opt->sample_len,
+                  "Most tokens sampled per window (default: 224, half the text context)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--word-timestamps", opt->word_timestamps,
+                "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
+  cmd->add_option(
+      "--prepend-punctuations", opt->prepend_punctuations,
+      "With --word-timestamps: merge these into the next word (default \"'\u201c\u00bf([{-)");
+  cmd->add_option("--append-punctuations", opt->append_punctuations,
+                  "With --word-timestamps: merge these into the previous word (default "
+                  "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001)");
+  cmd->add_option("--alignment-heads", opt->alignment_heads,
+                  "With --word-timestamps: use this official model's alignment heads (tiny.en, "
+                  "large-v3-turbo, ...) when the model files name none (default: the files', "
+                  "else every head of the later half of the decoder layers)");
+  cmd->add_flag("--highlight-words", opt->highlight_words,
+                "With --word-timestamps: srt/vtt underline each word as it is spoken");
+  cmd->add_option("--max-line-width", opt->max_line_width,
+                  "With --word-timestamps: srt/vtt characters per line before a break")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-line-count", opt->max_line_count,
+                  "With --word-timestamps: srt/vtt lines per subtitle")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-words-per-line", opt->max_words_per_line,
+                  "With --word-timestamps: srt/vtt words per line (no effect with "
+                  "--max-line-width)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--hallucination-silence-threshold", opt->hallucination_silence_threshold,
+                  "With --word-timestamps: skip silences longer than this many seconds around "
+                  "a possible hallucination");
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 

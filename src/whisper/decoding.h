@@ -22,6 +22,7 @@ namespace parley {
 
 class WhisperSession;
 class WhisperTokenizer;
+struct CrossAttentionWeights;  // model.h
 
 // What a decoding loop needs from a model: encode a window, then decode tokens after the
 // cached ones.
@@ -37,6 +38,12 @@ class LogitsSource {
   virtual void reset() = 0;
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
+  // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
+  // audio, with the cross-attention scores of `heads` (empty: the model's, by
+  // resolve_alignment_heads); see WhisperSession::cross_attention_weights. Drops cached
+  // tokens. Default: throws Error(unsupported). Defined in timing.cpp.
+  virtual CrossAttentionWeights cross_attention_weights(std::span<const int32_t> tokens,
+                                                        std::span<const std::pair<int, int>> heads);
 };
 
 // The real decoder.
@@ -48,6 +55,8 @@ class SessionLogitsSource : public LogitsSource {
   void reset() override;
   int n_text_ctx() const override;
   int n_mels() const override;
+  CrossAttentionWeights cross_attention_weights(
+      std::span<const int32_t> tokens, std::span<const std::pair<int, int>> heads) override;
 
  private:
   WhisperSession& session_;

@@ -21,6 +21,17 @@ const char* output_extension(OutputFormat f);
 struct TranscriptInfo {
   std::string task = "transcribe";
   double duration = 0;  // seconds of audio
+  // verbose_json gets "words": per segment as the reference's result ({word, start, end,
+  // probability}, the word with its leading space) and for the whole transcript as
+  // OpenAI's API ({word, start, end}, the word stripped).
+  bool words = false;
+  // With words, srt and vtt are made of them as openai/whisper's SubtitlesWriter
+  // (utils.py iterate_result): one subtitle per segment unless both max_line_width and
+  // max_line_count are set; 0 means unset, as the reference's `or` defaults.
+  int max_line_width = 0;        // characters (code points) per line
+  int max_line_count = 0;        // lines per subtitle
+  int max_words_per_line = 0;    // words per subtitle line (no effect with max_line_width)
+  bool highlight_words = false;  // one cue per word with that word in <u></u>
 };
 
 std::string format_transcript(const TranscribeResult& result, OutputFormat format,

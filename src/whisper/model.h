@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device.h"
@@ -56,6 +57,12 @@ struct DetectedLayout {
 // Which layout `path` (a directory, or a ggml file) holds, from its file names and the
 // ggml magic, without reading weights; nullopt when none fits.
 std::optional<DetectedLayout> detect_whisper_layout(const std::string& path);
+// What WhisperSession::cross_attention_weights returns (word timestamps, timing.h).
+struct CrossAttentionWeights {
+  Tensor logits;  // f32 [T, n_vocab] on the CPU
+  Tensor qk;      // f32 [n_heads, T, n_audio_ctx] on the CPU: q k^T / sqrt(d_head) of each
+                  // requested head, before the softmax (the reference's QK hook output)
+};
 
 class WhisperModel {
  public:
@@ -123,6 +130,13 @@ class WhisperSession {
   // the cached ones) and appends them to the cache. Returns f32 logits
   // [tokens.size(), n_vocab] on the CPU. Needs encode() first.
   Tensor decode(std::span<const int32_t> tokens);
+
+  // The reference's find_alignment forward (whisper/timing.py): the decoder over `tokens`
+  // from position 0 without the KV cache, keeping the cross-attention scores of `heads`
+  // ((layer, head) pairs). Needs encode() first; drops cached tokens. Defined in
+  // decoder_alignment.cpp.
+  CrossAttentionWeights cross_attention_weights(std::span<const int32_t> tokens,
+                                                std::span<const std::pair<int, int>> heads);
 
   void reset() { n_cached_ = 0; }  // drops cached tokens, keeps the audio features
   int n_cached() const { return n_cached_; }

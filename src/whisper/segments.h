@@ -10,6 +10,14 @@
 
 namespace parley {
 
+// One word of a segment (word timestamps, timing.h; the reference's word dict).
+struct Word {
+  std::string word;        // with its leading space and merged punctuation
+  double start = 0;        // seconds, rounded to 0.01 as the reference
+  double end = 0;          // seconds
+  double probability = 0;  // mean probability of its tokens
+};
+
 // One transcript segment (the reference's segment dict; OpenAI's verbose_json segment).
 struct Segment {
   int id = 0;
@@ -22,6 +30,7 @@ struct Segment {
   float avg_logprob = 0;
   float compression_ratio = 0;
   float no_speech_prob = 0;
+  std::vector<Word> words;  // filled only with word timestamps on
 };
 
 // A piece of a window's tokens: [begin, end) and its time span in seconds.

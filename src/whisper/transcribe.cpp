@@ -1,5 +1,5 @@
-// Reference: openai/whisper whisper/transcribe.py, transcribe() with word_timestamps off,
-// clip_timestamps "0" and carry_initial_prompt off.
+// Reference: openai/whisper whisper/transcribe.py, transcribe() with clip_timestamps "0"
+// and carry_initial_prompt off; word timestamps in timing.cpp (window_word_timestamps).
 #include "whisper/transcribe.h"
 
 #include <algorithm>
@@ -123,6 +123,8 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   const size_t n_initial_prompt = all_tokens.size();
 
   int64_t seek = 0;
+  double last_speech_timestamp = 0;  // end of the last word, with word timestamps
+  const std::vector<int32_t> sot_sequence = tokenizer.sot_sequence(out.language, o.task);
   while (seek < content_frames) {
     const double time_offset = frame_time(seek);
     const int64_t segment_size = std::min(kChunkFrames, content_frames - seek);
@@ -144,9 +146,9 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
         cut_window(result.tokens, tokenizer.timestamp_begin(), time_offset, int(segment_size));
     seek += cut.seek_advance;
 
+    std::vector<Segment> current;
     for (const TokenSlice& slice : cut.slices) {
-      Segment s;
-      s.id = int(out.segments.size());
+      Segment& s = current.emplace_back();
       s.seek = int(window_seek);
       s.start = slice.start;
       s.end = slice.end_time;
@@ -161,11 +163,25 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
       s.avg_logprob = result.avg_logprob;
       s.compression_ratio = result.compression_ratio;
       s.no_speech_prob = result.no_speech_prob;
+    }
+    if (o.word_timestamps) {
+      WindowWordState words{result.tokens,  window_seek, segment_size,
+                            content_frames, seek,        last_speech_timestamp};
+      const bool keep =
+          window_word_timestamps(current, words, source, tokenizer, sot_sequence, out.language,
+                                 o.word_options, o.hallucination_silence_threshold);
+      seek = words.seek;
+      if (!keep) continue;
+      last_speech_timestamp = words.last_speech_timestamp;
+    }
+    for (Segment& s : current) {
+      s.id = int(out.segments.size());
       if (o.verbose) print_segment(s);  // the reference prints before the clean-up below
       // An instantaneous or textless segment keeps its times but loses text and tokens.
       if (s.start == s.end || py_strip(s.text).empty()) {
         s.text.clear();
         s.tokens.clear();
+        s.words.clear();
       }
       all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
       if (o.on_segment) o.on_segment(s);

@@ -14,6 +14,7 @@
 #include "engine/tensor.h"
 #include "whisper/decoding.h"
 #include "whisper/segments.h"
+#include "whisper/timing.h"
 
 namespace parley {
 
@@ -48,6 +49,14 @@ struct TranscribeOptions {
   bool suppress_blank = true;
   std::string suppress_tokens = "-1";
   int sample_len = 0;
+  // Word timestamps (timing.h): fills Segment::words, moves segment times to the words and
+  // the seek to the last word's end, as the reference's word_timestamps=True.
+  bool word_timestamps = false;
+  // Punctuation merged into neighbouring words, alignment heads (see timing.h defaults).
+  WordTimestampOptions word_options;
+  // With word_timestamps: skip silences longer than this many seconds around a possible
+  // hallucination (the reference's hallucination_silence_threshold; nullopt: off).
+  std::optional<float> hallucination_silence_threshold;
   // Print "[00:00.000 --> 00:02.000] text" to stdout per segment, as the reference's
   // verbose=True.
   bool verbose = false;

@@ -151,6 +151,38 @@ void expect_clean_error(const parley_test::RunResult& r, int code, const std::st
   EXPECT_EQ(r.output, "");
 }
 
+TEST(WhisperCli, WordTimestampsInVerboseJson) {
+  SKIP_WITHOUT_MODEL();
+  auto r = run_parley("transcribe --threads 2 --word-timestamps -f verbose_json " + kJfk, true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& words = j.at("words");  // OpenAI's shape: stripped words
+  ASSERT_EQ(words.size(), 22u);
+  EXPECT_EQ(words[0].at("word"), "And");
+  EXPECT_EQ(words[21].at("word"), "country");
+  size_t n = 0;
+  for (const auto& s : j.at("segments")) {
+    for (const auto& w : s.at("words")) {  // the reference's shape: leading space, probability
+      EXPECT_EQ(w.at("word").get<std::string>()[0], ' ');
+      EXPECT_LE(w.at("start").get<double>(), w.at("end").get<double>());
+      EXPECT_GT(w.at("probability").get<double>(), 0.0);
+      EXPECT_EQ(w.at("end"), words[n++].at("end"));
+    }
+  }
+  EXPECT_EQ(n, words.size());
+  auto plain = run_parley("transcribe --threads 2 -f verbose_json " + kJfk, true);
+  EXPECT_FALSE(nlohmann::json::parse(plain.output).contains("words"));
+}
+
+TEST(WhisperCli, WordOptionsNeedWordTimestamps) {
+  expect_clean_error(run_parley("transcribe --hallucination-silence-threshold 2 " + kJfk, true), 2,
+                     "need --word-timestamps");
+  expect_clean_error(run_parley("transcribe --append-punctuations . " + kJfk, true), 2,
+                     "need --word-timestamps");
+  expect_clean_error(run_parley("transcribe --highlight-words -f srt " + kJfk, true), 2,
+                     "need --word-timestamps");
+}
+
 TEST(WhisperCli, TextFileNamedWavIsAnInvalidArgument) {
   SKIP_WITHOUT_MODEL();
   const fs::path wav = temp_dir("badwav") / "notes.wav";
