@@ -36,15 +36,19 @@ BeamSearch::Step BeamSearch::update(std::vector<std::vector<int32_t>>& rows,
     float score;
   };
   std::vector<Candidate> cands;
-  std::vector<int32_t> top;
   for (size_t j = 0; j < n; ++j) {
     const std::vector<float>& lp = logprobs[j];
-    top.resize(lp.size());
-    std::iota(top.begin(), top.end(), 0);
+    // topk(beam_size + 1): one pass keeping the best k, larger first, lower id on ties.
     const size_t k = std::min(lp.size(), n + 1);
-    std::partial_sort(top.begin(), top.begin() + int64_t(k), top.end(), [&](int32_t a, int32_t b) {
-      return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b);
-    });
+    std::vector<int32_t>& top = top_;
+    top.clear();
+    for (size_t i = 0; i < lp.size(); ++i) {
+      if (top.size() == k && !(lp[i] > lp[size_t(top.back())])) continue;
+      if (top.size() == k) top.pop_back();
+      auto at = top.end();
+      while (at != top.begin() && lp[i] > lp[size_t(*(at - 1))]) --at;
+      top.insert(at, int32_t(i));
+    }
     for (size_t t = 0; t < k; ++t) {
       const int32_t token = top[t];
       const float score = sum_logprobs[j] + lp[size_t(token)];  // f32, as the tensor sum

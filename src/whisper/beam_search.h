@@ -48,6 +48,7 @@ class BeamSearch {
   int32_t eot_;
   int max_candidates_;
   std::vector<BeamCandidate> finished_;
+  std::vector<int32_t> top_;  // scratch of update()
 };
 
 }  // namespace parley
