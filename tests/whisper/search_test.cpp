@@ -16,6 +16,7 @@
 #include "whisper/decoding.h"
 #include "whisper/model.h"
 #include "whisper/sampling.h"
+#include "whisper/synth.h"
 #include "whisper/tokenizer.h"
 
 namespace parley {
@@ -403,18 +404,15 @@ float max_abs_row_diff(const Tensor& a, int64_t ra, const Tensor& b, int64_t rb)
   return m;
 }
 
-TEST(WhisperSessionRows, BatchedRowsMatchSeparateDecodes) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
-  }
-  const auto model = WhisperModel::load(model_dir());
+void batched_rows_match_separate_decodes(const std::string& dir, Device device) {
+  const auto model = WhisperModel::load(dir, LoadOptions{device, DType::f32});
+  const WhisperTokenizer tok = load_tokenizer(*model);
   WhisperSession batch(model), single(model);
   Tensor mel = Tensor::zeros({80, 3000}, DType::f32);
   for (int64_t i = 0; i < mel.numel(); ++i)
     mel.data<float>()[i] = float(std::sin(0.001 * double(i)));
   batch.encode(mel);
   single.encode(mel);
-  const auto& tok = english();
   const std::vector<int32_t> initial = {tok.sot(), tok.no_timestamps()};
   const int32_t a = 383, b = 1110, c = 632, x = 11, y = 286, z = 13;
 
@@ -448,6 +446,25 @@ TEST(WhisperSessionRows, BatchedRowsMatchSeparateDecodes) {
   batch.reset();
   EXPECT_EQ(batch.n_rows(), 0);
   EXPECT_THROW(batch.decode_rows(step2), Error);
+}
+
+TEST(WhisperSessionRows, BatchedRowsMatchSeparateDecodes) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  batched_rows_match_separate_decodes(model_dir(), Device::cpu);
+}
+
+TEST(WhisperSessionRows, BatchedRowsMatchSeparateDecodesOnCuda) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  std::string dir = model_dir();
+  if (!std::filesystem::exists(dir + "/model.bin")) {  // a synthetic tiny instead
+    dir = testing::TempDir() + "/parley_rows_synth_tiny";
+    SynthOptions so;
+    so.vocab_path = std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken";
+    write_synth_whisper(so, dir);
+  }
+  batched_rows_match_separate_decodes(dir, Device::cuda);
 }
 
 }  // namespace
