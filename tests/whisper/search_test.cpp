@@ -153,6 +153,27 @@ TEST(BeamSearchDecoding, FindsTheLikelierSequenceGreedyMisses) {
   EXPECT_GT(src.reorders, 0);
 }
 
+TEST(BeamSearchDecoding, OnTokenGetsTheChosenBeamAndCancelledStops) {
+  const auto& tok = english();
+  TreeSource src(tok, garden_path(tok.eot()));
+  DecodingOptions o = plain();
+  o.beam_size = 3;
+  std::vector<int32_t> seen;
+  o.on_token = [&](int32_t t) { seen.push_back(t); };
+  decode_window(src, tok, silent_mel(), o);
+  EXPECT_EQ(seen, (std::vector<int32_t>{kB, kC, tok.eot()}));
+  int polls = 0;
+  o.cancelled = [&] { return ++polls == 2; };
+  TreeSource src2(tok, garden_path(tok.eot()));
+  try {
+    decode_window(src2, tok, silent_mel(), o);
+    FAIL() << "expected Error(cancelled)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::cancelled);
+  }
+  EXPECT_EQ(src2.batch_sizes.size(), 0u);  // stopped before the first batched step
+}
+
 TEST(BeamSearchDecoding, LengthPenaltyChangesTheRanking) {
   const auto& tok = english();
   const int32_t eot = tok.eot();
