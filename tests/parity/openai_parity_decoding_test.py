@@ -147,6 +147,44 @@ def run_cases(parley, model_dir, ckpt, cases, data_dir, work, tag):
     return ref, got, t_parley
 
 
+def sampling_stats(args, work):
+    """T = 1.0 on jfk.wav, N seeds per side: the two samples of avg_logprob must agree in
+    mean (within 4 standard errors of the difference); prints the shares of transcripts equal
+    to the greedy one."""
+    import statistics
+    n = args.sampling_stats
+    clip = os.path.join(args.data_dir, "audio", "jfk.wav")
+    ckpt = checkpoint_for(args.model_dir, args.cache_dir)
+    opts = {"temperature": 1.0}
+    jobs = [{"id": f"s{i}", "file": clip, "options": opts, "seed": i} for i in range(n)]
+    cases_json = os.path.join(work, "cases-stats.json")
+    with open(cases_json, "w") as f:
+        json.dump(jobs, f)
+    out = subprocess.run([sys.executable, os.path.join(REF_DIR, "openai_cases.py"), ckpt,
+                          cases_json], check=True, capture_output=True, text=True).stdout
+    ref = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    flags = ["--temperature", "1", "--temperature-increment-on-fallback", "none"]
+    got = [run_parley(args.parley, args.model_dir, clip, os.path.join(work, f"st{i}"),
+                      flags + ["--seed", str(i)]) for i in range(n)]
+    greedy = (" And so my fellow Americans ask not what your country can do for you ask what you"
+              " can do for your country.")
+
+    def summary(results):
+        lps = [s["avg_logprob"] for r in results for s in r["segments"][:1]]
+        exact = sum(r["text"] == greedy for r in results) / len(results)
+        return statistics.mean(lps), statistics.stdev(lps), exact
+
+    mr, sr, er = summary(ref)
+    mg, sg, eg = summary(got)
+    se = (sr * sr / n + sg * sg / n) ** 0.5
+    ok = abs(mr - mg) <= 4 * se
+    print(f"sampling statistics, jfk.wav at T=1.0, {n} seeds each: first-window avg_logprob "
+          f"mean ref {mr:.4f} (sd {sr:.4f}) parley {mg:.4f} (sd {sg:.4f}), |diff| "
+          f"{abs(mr - mg):.4f} vs 4 SE {4 * se:.4f}; transcripts equal to greedy: ref "
+          f"{er:.0%} parley {eg:.0%}{'' if ok else '   <-- FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("parley")
@@ -157,6 +195,9 @@ def main():
     ap.add_argument("--cases", nargs="*", help="only these case names")
     ap.add_argument("--synthetic", action="store_true", help="also the synthetic tiny cases")
     ap.add_argument("--quick", action="store_true", help="only the QUICK case/clip pairs")
+    ap.add_argument("--sampling-stats", type=int, default=0, metavar="N",
+                    help="also sample jfk.wav at T=1 with N seeds on both sides and compare "
+                    "the mean avg_logprob and the share of exact transcripts (slow; by hand)")
     ap.add_argument("--tol-logprob", type=float, default=1e-4)
     ap.add_argument("--tol-nospeech", type=float, default=1e-4)
     ap.add_argument("--tol-ratio", type=float, default=1e-4)
@@ -235,6 +276,10 @@ def main():
                   f"{'differs' if c['text'] != a['text'] else 'is the same'}: {a['text']!r}")
             if not same:
                 failures.append("sampling determinism")
+        if args.sampling_stats:
+            ok = sampling_stats(args, work)
+            if not ok:
+                failures.append("sampling statistics")
     print(f"timings: {', '.join(rows)}, total {time.time() - t0:.1f}s")
     if failures:
         print(f"FAIL: {len(failures)} case(s) differ from openai-whisper: {', '.join(failures)}")

@@ -3,15 +3,17 @@
 
     openai_cases.py CHECKPOINT.pt CASES.json [--threads N]
 
-CASES.json: [{"id": str, "file": path, "options": {transcribe() keyword arguments}}, ...].
+CASES.json: [{"id": str, "file": path, "options": {transcribe() keyword arguments},
+"seed": optional int (torch.manual_seed, default 0)}, ...].
 Every case runs
     whisper.transcribe(model, file, fp16=False, word_timestamps=False, verbose=None,
                        **options)
 fp32 on the CPU (language "en" on English-only models unless the options name one), and
 prints one JSON line {"id", "file", "text", "language", "segments": [{id, seek, start, end,
 text, tokens, avg_logprob, compression_ratio, no_speech_prob, temperature}]}. A "temperature"
-given as a list becomes the tuple transcribe() expects. torch.manual_seed(0) before each case
-(sampled results are still not comparable with parley's: see src/whisper/sampling.h).
+given as a list becomes the tuple transcribe() expects. torch.manual_seed(seed) before each
+case (sampled results are still not comparable with parley's token by token: see
+src/whisper/sampling.h).
 """
 import argparse
 import json
@@ -42,7 +44,7 @@ def main():
             opts["temperature"] = tuple(opts["temperature"])
         if "language" not in opts and not model.is_multilingual:
             opts["language"] = "en"
-        torch.manual_seed(0)
+        torch.manual_seed(case.get("seed", 0))
         r = whisper.transcribe(model, case["file"], **opts)
         print(json.dumps({"id": case["id"], "file": case["file"], "text": r["text"],
                           "language": r.get("language"),
