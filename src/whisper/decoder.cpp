@@ -152,7 +152,8 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   linear_residual(merged, l.self_out, x);
 }
 
-// Logits f32 [T, n_vocab] on the CPU of the final hidden states x [T, d].
+// Logits f32 [T, n_vocab] on the CPU of the final hidden states x [T, d] (decode_rows; decode()
+// keeps its own copy of these steps so the two can change apart).
 Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
                  int64_t n_vocab, Device dev, DType dt) {
   const int64_t t = x.dim(0);
@@ -174,7 +175,7 @@ Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeig
   return host;
 }
 
-// Token ids on the model's device.
+// Token ids on the model's device (decode_rows).
 Tensor device_ids(Pool& pool, Pool& host_pool, std::span<const int32_t> tokens, Device dev) {
   const int64_t t = int64_t(tokens.size());
   Tensor ids_host = host_pool.alloc({t}, DType::i32);
@@ -311,7 +312,13 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
   const DType dt = model_->dtype();
   const Device dev = model_->device();
 
-  const Tensor ids = device_ids(pool_, host_pool_, tokens, dev);
+  Tensor ids_host = host_pool_.alloc({t}, DType::i32);
+  std::memcpy(ids_host.raw(), tokens.data(), tokens.size_bytes());
+  Tensor ids = ids_host;
+  if (dev != Device::cpu) {
+    ids = pool_.alloc({t}, DType::i32);
+    ids.copy_from(ids_host);
+  }
 
   Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
   embedding(w.token_embedding, ids, x);
@@ -325,7 +332,23 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
   n_cached_ = int(offset + t);
-  return logits_of(pool_, host_pool_, x, w, c.n_vocab, dev, dt);
+
+  const Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
+  const bool direct = dev == Device::cpu && dt == DType::f32;
+  Tensor logits = direct ? host_pool_.alloc({t, c.n_vocab}, DType::f32)
+                         : pool_.alloc({t, c.n_vocab}, dt);  // [T, n_vocab]
+  MatmulOptions opt;
+  opt.trans_b = true;
+  matmul(out, w.token_embedding, logits, opt);
+  if (direct) return logits;
+  Tensor logits_f32 = logits;
+  if (dt != DType::f32) {
+    logits_f32 = pool_.alloc(logits.shape(), DType::f32);
+    convert(logits, logits_f32);
+  }
+  Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
+  host.copy_from(logits_f32);
+  return host;
 }
 
 }  // namespace parley
