@@ -9,6 +9,7 @@
 
 #include "audio/decode.h"
 #include "cli/commands.h"
+#include "cli/decoding_flags.h"
 #include "cli/default_model.h"
 #include "cli/vad_gate.h"
 #include "cli/load_options.h"
@@ -46,7 +47,7 @@ struct TranscribeCliOptions {
   int max_line_width = 0;  // 0: unset
   int max_line_count = 0;
   int max_words_per_line = 0;
-  int sample_len = 0;  // 0: n_text_ctx / 2
+  DecodingFlags decoding;
 };
 
 void print_segment(std::ostream& os, const Segment& s) {
@@ -85,7 +86,7 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   if (!opt.language.empty()) t.language = opt.language;
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
-  t.sample_len = opt.sample_len;
+  apply_decoding_flags(opt.decoding, t);
   auto restore = [&](Segment s) {
     if (time_map) {
       s.start = time_map->original_time(s.start);
@@ -174,9 +175,6 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");
   add_device_flags(cmd, opt->device);
-  cmd->add_option("--sample-len", opt->sample_len,
-                  "Most tokens sampled per window (default: 224, half the text context)")
-      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--word-timestamps", opt->word_timestamps,
                 "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
   cmd->add_option(
@@ -204,6 +202,7 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("--hallucination-silence-threshold", opt->hallucination_silence_threshold,
                   "With --word-timestamps: skip silences longer than this many seconds around "
                   "a possible hallucination");
+  add_decoding_flags(cmd, opt->decoding);
   cmd->callback([opt] { run_transcribe(*opt); });
 }
 

@@ -1,5 +1,6 @@
 // Reference: openai/whisper whisper/decoding.py (DecodingTask, GreedyDecoder,
-// detect_language) and whisper/utils.py (compression_ratio).
+// BeamSearchDecoder, detect_language), whisper/utils.py (compression_ratio); hotwords:
+// faster-whisper's WhisperModel.get_prompt (faster_whisper/transcribe.py).
 #include "whisper/decoding.h"
 
 #include <zlib.h>
@@ -9,22 +10,14 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "whisper/beam_search.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
+#include "whisper/sampling.h"
 #include "whisper/tokenizer.h"
 
 namespace parley {
 namespace {
-
-// log(sum(exp(row))) in double.
-double logsumexp(std::span<const float> row) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (float x : row) m = std::max(m, x);
-  if (std::isinf(m)) return double(m);
-  double sum = 0;
-  for (float x : row) sum += std::exp(double(x) - double(m));
-  return double(m) + std::log(sum);
-}
 
 std::span<const float> row_of(const Tensor& logits, int64_t i) {
   const int64_t n_vocab = logits.dim(1);
@@ -43,17 +36,44 @@ std::vector<int32_t> py_tail(const std::vector<int32_t>& xs, int64_t n) {
 void check_options(const WhisperTokenizer& tokenizer, const DecodingOptions& o) {
   check_arg(o.task == "transcribe" || o.task == "translate",
             "[whisper] task must be 'transcribe' or 'translate', got '" + o.task + "'");
-  check(o.temperature == 0.0f, ErrorKind::unsupported,
-        "[whisper] only greedy decoding (temperature 0) is implemented, got temperature " +
-            std::to_string(o.temperature));
+  check_arg(
+      o.temperature >= 0.0f && std::isfinite(o.temperature),
+      "[whisper] temperature must be a finite number >= 0, got " + std::to_string(o.temperature));
+  check_arg(o.best_of >= 0, "[whisper] best_of must be >= 1 (or 0: not set)");
+  check_arg(o.beam_size >= 0, "[whisper] beam_size must be >= 1 (or 0: not set)");
+  // DecodingTask._verify_options.
+  check_arg(o.beam_size == 0 || o.best_of == 0,
+            "[whisper] beam_size and best_of can't be given together");
+  check_arg(o.temperature > 0.0f || o.best_of == 0,
+            "[whisper] best_of with greedy sampling (temperature 0) is not compatible");
+  check_arg(!o.patience || o.beam_size > 0, "[whisper] patience requires beam_size to be given");
+  check_arg(!o.patience || (*o.patience >= 0.0f && std::isfinite(*o.patience)),
+            "[whisper] patience must be a finite number >= 0");
+  check_arg(!o.length_penalty || (*o.length_penalty >= 0.0f && *o.length_penalty <= 1.0f),
+            "[whisper] length_penalty (alpha) should be a value between 0 and 1");
   check_arg(o.sample_len >= 0, "[whisper] sample_len must be >= 0");
-  for (const auto* ids : {&o.prompt, &o.prefix}) {
+  for (const auto* ids : {&o.prompt, &o.prefix, &o.hotwords}) {
     for (int32_t t : *ids) {
-      check_arg(t >= 0 && t < tokenizer.n_vocab(), "[whisper] prompt/prefix token " +
+      check_arg(t >= 0 && t < tokenizer.n_vocab(), "[whisper] prompt/prefix/hotwords token " +
                                                        std::to_string(t) + " is outside [0, " +
                                                        std::to_string(tokenizer.n_vocab()) + ")");
     }
   }
+}
+
+void check_logits(const Tensor& logits, int64_t rows, int64_t n_vocab) {
+  if (logits.ndim() != 2 || logits.dim(0) != rows || logits.dim(1) != n_vocab) {
+    throw Error(ErrorKind::internal, "[whisper] decoder returned logits " + logits.describe() +
+                                         ", expected [" + std::to_string(rows) + ", " +
+                                         std::to_string(n_vocab) + "]");
+  }
+}
+
+// row - logsumexp(row) in f32 (F.log_softmax on the filtered logits).
+void log_softmax(std::span<const float> row, std::vector<float>& out) {
+  const double lse = logsumexp(row);
+  out.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = float(double(row[i]) - lse);
 }
 
 }  // namespace
@@ -63,6 +83,23 @@ Tensor SessionLogitsSource::decode(std::span<const int32_t> tokens) {
   return session_.decode(tokens);
 }
 void SessionLogitsSource::reset() { session_.reset(); }
+void SessionLogitsSource::fork(int n_rows) { session_.fork(n_rows); }
+Tensor SessionLogitsSource::decode_rows(std::span<const int32_t> tokens) {
+  return session_.decode_rows(tokens);
+}
+void SessionLogitsSource::reorder_rows(std::span<const int32_t> source) {
+  session_.reorder_rows(source);
+}
+
+void LogitsSource::fork(int) {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no batched decoding");
+}
+Tensor LogitsSource::decode_rows(std::span<const int32_t>) {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no batched decoding");
+}
+void LogitsSource::reorder_rows(std::span<const int32_t>) {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no batched decoding");
+}
 int SessionLogitsSource::n_text_ctx() const { return session_.model().config().n_text_ctx; }
 int SessionLogitsSource::n_mels() const { return session_.model().config().n_mels; }
 
@@ -70,10 +107,19 @@ std::vector<int32_t> initial_tokens(const WhisperTokenizer& tokenizer,
                                     const DecodingOptions& options,
                                     const std::optional<std::string>& language, int n_text_ctx) {
   std::vector<int32_t> tokens;
-  if (!options.prompt.empty()) {
+  const int budget = n_text_ctx / 2 - 1;  // 223
+  std::vector<int32_t> hotwords;
+  if (options.prefix.empty() && !options.hotwords.empty()) {
+    const size_t n = std::min(options.hotwords.size(), size_t(std::max(budget / 2, 0)));
+    hotwords.assign(options.hotwords.begin(), options.hotwords.begin() + int64_t(n));
+  }
+  if (!options.prompt.empty() || !hotwords.empty()) {
     tokens.push_back(tokenizer.sot_prev());
-    const auto prompt = py_tail(options.prompt, n_text_ctx / 2 - 1);
-    tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+    tokens.insert(tokens.end(), hotwords.begin(), hotwords.end());
+    if (!options.prompt.empty()) {
+      const auto prompt = py_tail(options.prompt, budget - int64_t(hotwords.size()));
+      tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+    }
   }
   const auto sot = tokenizer.sot_sequence(language, options.task);
   tokens.insert(tokens.end(), sot.begin(), sot.end());
@@ -110,11 +156,47 @@ LanguageDetection detect_language(LogitsSource& source, const WhisperTokenizer& 
   return out;
 }
 
+namespace {
+
+// One candidate sequence per row, as the reference's tokens tensor [n_group, length].
+struct Rows {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<float> sum_logprobs;  // f32, as the reference's sum_logprobs tensor
+};
+
+// GreedyDecoder.update for every row: argmax at T = 0, else a draw from
+// softmax(logits / T); the score is the log-softmax of the unscaled logits; a row that has
+// ended keeps getting <|endoftext|> and no score.
+void greedy_update(Rows& rows, std::span<const std::vector<float>> logits, const DecodingOptions& o,
+                   int32_t eot, int step) {
+  for (size_t r = 0; r < rows.tokens.size(); ++r) {
+    std::vector<int32_t>& seq = rows.tokens[r];
+    if (seq.back() == eot) {
+      seq.push_back(eot);
+      continue;
+    }
+    const std::vector<float>& row = logits[r];
+    const int32_t next =
+        o.temperature == 0.0f
+            ? argmax(row)
+            : sample_token(row, o.temperature,
+                           uniform_draw(o.seed, o.sampling_stream, r, uint64_t(step)));
+    rows.sum_logprobs[r] += float(double(row[size_t(next)]) - logsumexp(row));
+    seq.push_back(next);
+  }
+}
+
+}  // namespace
+
 DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& tokenizer,
                               const DecodingOptions& options) {
   check_options(tokenizer, options);
   const int n_ctx = source.n_text_ctx();
   const int sample_len = options.sample_len > 0 ? options.sample_len : n_ctx / 2;
+  const int32_t eot = tokenizer.eot();
+  const int64_t n_vocab = tokenizer.n_vocab();
+  const bool beam = options.beam_size > 0;
+  const int n_group = beam ? options.beam_size : std::max(options.best_of, 1);
 
   DecodingResult result;
   result.temperature = options.temperature;
@@ -123,13 +205,13 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   if (!language) language = detect_language(source, tokenizer).code;
   result.language = *language;
 
-  std::vector<int32_t> tokens = initial_tokens(tokenizer, options, language, n_ctx);
-  check_arg(int(tokens.size()) < n_ctx, "[whisper] " + std::to_string(tokens.size()) +
-                                            " initial tokens leave no room in a context of " +
-                                            std::to_string(n_ctx));
-  const int sample_begin = int(tokens.size());
+  const std::vector<int32_t> initial = initial_tokens(tokenizer, options, language, n_ctx);
+  check_arg(int(initial.size()) < n_ctx, "[whisper] " + std::to_string(initial.size()) +
+                                             " initial tokens leave no room in a context of " +
+                                             std::to_string(n_ctx));
+  const int sample_begin = int(initial.size());
   const int sot_index =
-      int(std::find(tokens.begin(), tokens.end(), tokenizer.sot()) - tokens.begin());
+      int(std::find(initial.begin(), initial.end(), tokenizer.sot()) - initial.begin());
 
   LogitFilterSettings fs;
   fs.suppress_blank = options.suppress_blank;
@@ -138,41 +220,88 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   fs.max_initial_timestamp = options.max_initial_timestamp;
   const auto filters = make_logit_filters(tokenizer, fs, sample_begin);
 
+  std::optional<BeamSearch> beams;
+  if (beam) beams.emplace(options.beam_size, eot, options.patience);
+  Rows rows{std::vector<std::vector<int32_t>>(size_t(n_group), initial),
+            std::vector<float>(size_t(n_group), 0.0f)};
+  // Stream tokens as they are chosen only when there is one candidate.
+  const bool stream = options.on_token && n_group == 1 && !beam;
+
   source.reset();
-  float sum_logprobs = 0;  // f32, as the reference's sum_logprobs tensor
-  std::vector<float> row;
+  std::vector<std::vector<float>> logits(static_cast<size_t>(n_group));
+  std::vector<std::vector<float>> logprobs(beam ? size_t(n_group) : 0);
+  std::vector<int32_t> last(static_cast<size_t>(n_group));
   for (int i = 0; i < sample_len; ++i) {
     check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
           "[whisper] decoding cancelled");
-    const Tensor logits =
-        i == 0 ? source.decode(tokens) : source.decode(std::span<const int32_t>(&tokens.back(), 1));
-    const int64_t want_rows = i == 0 ? int64_t(tokens.size()) : 1;
-    if (logits.ndim() != 2 || logits.dim(0) != want_rows || logits.dim(1) != tokenizer.n_vocab()) {
-      throw Error(ErrorKind::internal, "[whisper] decoder returned logits " + logits.describe() +
-                                           ", expected [" + std::to_string(want_rows) + ", " +
-                                           std::to_string(tokenizer.n_vocab()) + "]");
-    }
     if (i == 0) {
-      const auto at_sot = row_of(logits, sot_index);
+      // The initial tokens are the same for every row: one pass, then the rows share them.
+      const Tensor out = source.decode(initial);
+      check_logits(out, int64_t(initial.size()), n_vocab);
+      const auto at_sot = row_of(out, sot_index);
       result.no_speech_prob =
           float(std::exp(double(at_sot[size_t(tokenizer.no_speech())]) - logsumexp(at_sot)));
+      const auto row = row_of(out, out.dim(0) - 1);
+      for (auto& l : logits) l.assign(row.begin(), row.end());
+      if (n_group > 1) source.fork(n_group);
+    } else {
+      for (size_t r = 0; r < size_t(n_group); ++r) last[r] = rows.tokens[r].back();
+      const Tensor out = n_group == 1 ? source.decode(std::span<const int32_t>(last.data(), 1))
+                                      : source.decode_rows(last);
+      check_logits(out, n_group, n_vocab);
+      for (size_t r = 0; r < size_t(n_group); ++r) {
+        const auto row = row_of(out, int64_t(r));
+        logits[r].assign(row.begin(), row.end());
+      }
     }
-    const auto last = row_of(logits, logits.dim(0) - 1);
-    row.assign(last.begin(), last.end());
-    for (const auto& f : filters) f->apply(row, tokens);
+    for (size_t r = 0; r < size_t(n_group); ++r) {
+      for (const auto& f : filters) f->apply(logits[r], rows.tokens[r]);
+    }
 
-    const int32_t next = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
-    sum_logprobs += float(double(row[size_t(next)]) - logsumexp(row));
-    tokens.push_back(next);
-    if (options.on_token) options.on_token(next);
-    if (next == tokenizer.eot() || int(tokens.size()) > n_ctx) break;
+    bool completed = false;
+    if (beam) {
+      for (size_t r = 0; r < size_t(n_group); ++r) log_softmax(logits[r], logprobs[r]);
+      const BeamSearch::Step step = beams->update(rows.tokens, logprobs, rows.sum_logprobs);
+      bool identity = true;
+      for (size_t r = 0; r < step.source.size(); ++r) identity &= step.source[r] == int32_t(r);
+      if (!identity) source.reorder_rows(step.source);
+      completed = step.completed;
+    } else {
+      greedy_update(rows, logits, options, eot, i);
+      if (stream) options.on_token(rows.tokens[0].back());
+      completed = std::all_of(rows.tokens.begin(), rows.tokens.end(),
+                              [&](const auto& t) { return t.back() == eot; });
+    }
+    if (completed || int(rows.tokens[0].size()) > n_ctx) break;
   }
   source.reset();
 
-  const auto eot = std::find(tokens.begin() + sample_begin, tokens.end(), tokenizer.eot());
-  result.tokens.assign(tokens.begin() + sample_begin, eot);
+  // finalize, cut each candidate at its first <|endoftext|>, rank.
+  std::vector<BeamCandidate> cands;
+  if (beam) {
+    cands = beams->finalize(rows.tokens, rows.sum_logprobs);
+  } else {
+    for (size_t r = 0; r < rows.tokens.size(); ++r) {
+      cands.push_back({rows.tokens[r], rows.sum_logprobs[r]});
+      cands.back().tokens.push_back(eot);  // GreedyDecoder.finalize pads with one
+    }
+  }
+  std::vector<size_t> lengths;
+  std::vector<float> sums;
+  for (auto& c : cands) {
+    const auto end = std::find(c.tokens.begin() + sample_begin, c.tokens.end(), eot);
+    c.tokens = std::vector<int32_t>(c.tokens.begin() + sample_begin, end);
+    lengths.push_back(c.tokens.size());
+    sums.push_back(c.sum_logprob);
+  }
+  const size_t best = rank_candidates(lengths, sums, options.length_penalty);
+  result.tokens = std::move(cands[best].tokens);
+  if (options.on_token && !stream) {
+    for (int32_t t : result.tokens) options.on_token(t);
+    options.on_token(eot);
+  }
   result.text = py_strip(reference_decode(tokenizer, result.tokens));
-  result.avg_logprob = float(double(sum_logprobs) / double(result.tokens.size() + 1));
+  result.avg_logprob = float(double(sums[best]) / double(result.tokens.size() + 1));
   result.compression_ratio = compression_ratio(result.text);
   return result;
 }

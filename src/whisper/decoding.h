@@ -1,10 +1,13 @@
-// Decoding one 30 s window the way openai/whisper's DecodingTask does (whisper/decoding.py),
-// greedy at temperature 0 on the parity path: initial tokens, no_speech_prob at the
-// <|startoftranscript|> position, the logit filters (logit_filters.h), argmax with the
-// KV cache, avg_logprob and compression_ratio; and language detection.
+// Decoding one 30 s window the way openai/whisper's DecodingTask does (whisper/decoding.py):
+// initial tokens (prompt, hotwords, sot sequence, prefix), no_speech_prob at the
+// <|startoftranscript|> position, the logit filters (logit_filters.h), then greedy (T = 0),
+// sampling (T > 0, best_of candidates, sampling.h) or beam search (beam_size, patience,
+// beam_search.h), candidates ranked by MaximumLikelihoodRanker (length_penalty);
+// avg_logprob and compression_ratio; and language detection.
 //
 // The decoder is reached through LogitsSource so tests can script logits; a WhisperSession
-// is adapted by SessionLogitsSource.
+// is adapted by SessionLogitsSource. Several candidates (beams, best_of samples) are decoded
+// as one batch: one decoder call per step for all of them (LogitsSource::decode_rows).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,13 @@ class LogitsSource {
   virtual Tensor decode(std::span<const int32_t> tokens) = 0;
   // Drops cached tokens, keeps the encoded audio.
   virtual void reset() = 0;
+  // Batched decoding (beam search, best_of). fork(n) after decode() of the initial tokens
+  // makes n rows that share the cached positions; decode_rows gives one token per row, all
+  // at the next position, and returns f32 [n, n_vocab] on the CPU; reorder_rows makes row
+  // i continue former row source[i]. The defaults throw Error(unsupported).
+  virtual void fork(int n_rows);
+  virtual Tensor decode_rows(std::span<const int32_t> tokens);
+  virtual void reorder_rows(std::span<const int32_t> source);
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
   // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
@@ -53,6 +63,9 @@ class SessionLogitsSource : public LogitsSource {
   void encode(const Tensor& mel) override;
   Tensor decode(std::span<const int32_t> tokens) override;
   void reset() override;
+  void fork(int n_rows) override;
+  Tensor decode_rows(std::span<const int32_t> tokens) override;
+  void reorder_rows(std::span<const int32_t> source) override;
   int n_text_ctx() const override;
   int n_mels() const override;
   CrossAttentionWeights cross_attention_weights(
@@ -62,16 +75,35 @@ class SessionLogitsSource : public LogitsSource {
   WhisperSession& session_;
 };
 
-// Options of one window's decoding (the reference's DecodingOptions, greedy subset).
+// Options of one window's decoding: the reference's DecodingOptions (whisper/decoding.py),
+// with its defaults; its None is 0 or nullopt here. docs/DECODING.md compares them option
+// by option. Invalid combinations throw Error(invalid_argument) as the reference raises.
 struct DecodingOptions {
   // "transcribe" (X -> X) or "translate" (X -> English).
   std::string task = "transcribe";
   // Language code ("en"); nullopt: detected from this window on multilingual models,
   // "en" on English-only ones.
   std::optional<std::string> language;
-  // Sampling temperature; only 0 (greedy) is implemented: anything else throws
-  // Error(unsupported).
+  // 0: the most likely token (greedy) or beam search; > 0: sampling from
+  // softmax(logits / temperature). Must be >= 0.
   float temperature = 0.0f;
+  // Candidates sampled at temperature > 0 (decoded as one batch), the best kept by
+  // MaximumLikelihoodRanker; 0: one (the reference's None). Needs temperature > 0, and not
+  // with beam_size.
+  int best_of = 0;
+  // Beams of a beam search (decoded as one batch); 0: no beam search (None). Beam search
+  // ignores the temperature, as the reference's BeamSearchDecoder.
+  int beam_size = 0;
+  // Beam search stops when round(beam_size * patience) sequences have finished
+  // (arxiv:2204.05424); nullopt: 1.0. Needs beam_size.
+  std::optional<float> patience;
+  // Ranking of finished candidates: nullopt: sum_logprob / length; a in [0, 1]:
+  // sum_logprob / ((5 + length) / 6) ** a (Google NMT).
+  std::optional<float> length_penalty;
+  // Sampling: the same seed and sampling_stream give the same draws (sampling.h) on any
+  // thread count. transcribe() sets the stream per window and temperature.
+  uint64_t seed = 0;
+  uint64_t sampling_stream = 0;
   // Adds <|notimestamps|> and leaves out the timestamp rules.
   bool without_timestamps = false;
   // Latest first timestamp, in seconds (rounded to 20 ms steps); 0: no limit.
@@ -81,14 +113,21 @@ struct DecodingOptions {
   // Comma-separated ids never sampled; "-1" = the non-speech symbols. The special tokens
   // are added unless this is empty (see resolve_suppress_tokens).
   std::string suppress_tokens = "-1";
-  // Previous text as ids; the last n_text_ctx/2 - 1 (223) go after <|startofprev|>.
+  // Previous text as ids; the last n_text_ctx/2 - 1 (223) go after <|startofprev|>, fewer
+  // when there are hotwords (see initial_tokens).
   std::vector<int32_t> prompt;
-  // Forced first tokens of the transcript (after the sot sequence).
+  // Vocabulary hints as ids (faster-whisper's hotwords): after <|startofprev|>, before the
+  // prompt, in every window; ignored when there is a prefix, as faster-whisper.
+  std::vector<int32_t> hotwords;
+  // Forced first tokens of the transcript (after the sot sequence); at most
+  // n_text_ctx/2 - sample_len of its last tokens (all of them by default).
   std::vector<int32_t> prefix;
   // Most tokens sampled; 0: n_text_ctx / 2 (224).
   int sample_len = 0;
-  // Called with every sampled token of this attempt as soon as it is chosen (before the
-  // fallback decides whether the attempt is kept), <|endoftext|> included.
+  // Called with every sampled token of this attempt (before the fallback decides whether
+  // the attempt is kept), <|endoftext|> included: as soon as it is chosen with one
+  // candidate; with several (beams, best_of) the chosen candidate's tokens once it is
+  // chosen.
   std::function<void(int32_t)> on_token;
   // Polled before every decoder step; when it returns true decoding throws
   // Error(cancelled).
@@ -124,8 +163,13 @@ DecodingResult decode_window(WhisperSession& session, const WhisperTokenizer& to
 DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& tokenizer,
                               const DecodingOptions& options);
 
-// The initial tokens: [<|startofprev|>, prompt[-(n_text_ctx/2-1):]...] + sot sequence
+// The initial tokens: [<|startofprev|>, hotwords..., prompt tail...] + sot sequence
 // (+ <|notimestamps|>) + prefix. `language` is the code written into the sot sequence.
+// The prompt budget is n_text_ctx/2 - 1 (223) tokens after <|startofprev|>, as the
+// reference's prompt[-223:]. Hotwords (not with a prefix) take at most half of it: their
+// first min(len, 111) tokens; the prompt keeps its most recent 223 - that many tokens, so
+// the latest context always keeps at least 112 tokens, and without hotwords the prompt is
+// cut exactly as the reference cuts it.
 std::vector<int32_t> initial_tokens(const WhisperTokenizer& tokenizer,
                                     const DecodingOptions& options,
                                     const std::optional<std::string>& language, int n_text_ctx);

@@ -138,8 +138,25 @@ class WhisperSession {
   CrossAttentionWeights cross_attention_weights(std::span<const int32_t> tokens,
                                                 std::span<const std::pair<int, int>> heads);
 
-  void reset() { n_cached_ = 0; }  // drops cached tokens, keeps the audio features
+  // Drops cached tokens (and rows), keeps the audio features.
+  void reset() {
+    n_cached_ = 0;
+    n_rows_ = 0;
+  }
   int n_cached() const { return n_cached_; }
+
+  // Batched decoding of several candidates of one window (beam search, best_of), one decoder
+  // pass per step for all of them. fork(n) after decode() of the shared initial tokens makes
+  // n rows; the shared positions [0, n_cached()) are kept once, each row caches only its own
+  // positions after them (per layer [rows, n_text_ctx, d]; grown, never shrunk).
+  // decode_rows(tokens): one token per row at position n_cached(), logits f32 [n, n_vocab]
+  // on the CPU. reorder_rows(source): row i continues former row source[i]; rows are slots
+  // behind an index, so only a row taken by two successors is copied (its own positions).
+  // decode() throws while rows are in use; reset() and encode() end them.
+  void fork(int n_rows);
+  Tensor decode_rows(std::span<const int32_t> tokens);
+  void reorder_rows(std::span<const int32_t> source);
+  int n_rows() const { return rows_active() ? n_rows_ : 0; }
   // Keeps the first n cached positions (prompt / prefix reuse); 0 <= n <= n_cached().
   void truncate(int n);
 
@@ -160,6 +177,18 @@ class WhisperSession {
   int n_cached_ = 0;
   bool encoded_ = false;
   std::shared_ptr<whisper::DecodeGraphs> graphs_;  // CUDA only (null elsewhere)
+
+  // Batched rows (fork / decode_rows / reorder_rows).
+  struct RowCache {
+    Tensor k;  // [row_capacity, n_text_ctx, d]; slot s holds a row's positions [fork_at, n)
+    Tensor v;
+  };
+  bool rows_active() const { return n_rows_ > 0 && n_cached_ >= fork_at_; }
+  std::vector<RowCache> row_cache_;
+  int row_capacity_ = 0;
+  int n_rows_ = 0;
+  int fork_at_ = 0;
+  std::vector<int32_t> row_slot_;  // row -> slot in row_cache_
 };
 
 }  // namespace parley

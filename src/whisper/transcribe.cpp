@@ -1,11 +1,12 @@
-// Reference: openai/whisper whisper/transcribe.py, transcribe() with clip_timestamps "0"
-// and carry_initial_prompt off; word timestamps in timing.cpp (window_word_timestamps).
+// Reference: openai/whisper whisper/transcribe.py, transcribe(); word timestamps in
+// timing.cpp (window_word_timestamps).
 #include "whisper/transcribe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "audio/mel.h"
 #include "engine/error.h"
@@ -28,15 +29,21 @@ Tensor mel_window(const Tensor& mel, int64_t seek, int64_t frames) {
 }
 
 // decode_with_fallback: tries options.temperatures in order; a result at one temperature
-// is kept when it is neither too repetitive nor too unlikely, or when it is silence.
+// is kept when it is neither too repetitive nor too unlikely, or when it is silence. At
+// temperature 0 best_of is dropped, above it beam_size and patience, as the reference.
 DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                     const Tensor& window, DecodingOptions decode,
-                                    const TranscribeOptions& o) {
-  check_arg(!o.temperatures.empty(), "[whisper] temperatures must not be empty");
+                                    const TranscribeOptions& o, int64_t seek) {
   source.encode(window);
   DecodingResult result;
-  for (float t : o.temperatures) {
+  for (size_t k = 0; k < o.temperatures.size(); ++k) {
+    const float t = o.temperatures[k];
     decode.temperature = t;
+    decode.best_of = t > 0.0f ? o.best_of : 0;
+    decode.beam_size = t > 0.0f ? 0 : o.beam_size;
+    decode.patience = t > 0.0f ? std::nullopt : o.patience;
+    // Each window and temperature draws from its own stream.
+    decode.sampling_stream = (uint64_t(seek) << 8) | uint64_t(k);
     result = decode_encoded(source, tokenizer, decode);
     bool needs_fallback = false;
     if (o.compression_ratio_threshold &&
@@ -55,6 +62,48 @@ DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer
   return result;
 }
 
+void check_options(const TranscribeOptions& o) {
+  check_arg(!o.temperatures.empty(), "[whisper] temperatures must not be empty");
+  for (float t : o.temperatures) {
+    check_arg(t >= 0.0f && std::isfinite(t),
+              "[whisper] temperatures must be finite and >= 0, got " + std::to_string(t));
+  }
+  check_arg(o.best_of >= 0, "[whisper] best_of must be >= 1 (or 0: not set)");
+  check_arg(o.beam_size >= 0, "[whisper] beam_size must be >= 1 (or 0: not set)");
+  check_arg(!o.patience || o.beam_size > 0, "[whisper] patience requires beam_size");
+  check_arg(!o.length_penalty || (*o.length_penalty >= 0.0f && *o.length_penalty <= 1.0f),
+            "[whisper] length_penalty (alpha) should be a value between 0 and 1");
+  for (double c : o.clip_timestamps) {
+    check_arg(c >= 0.0 && std::isfinite(c), "[whisper] clip_timestamps must be seconds >= 0");
+  }
+}
+
+// Python's xs[-n:] for any integer n (0 keeps everything, n < 0 drops -n from the front).
+std::vector<int32_t> py_tail(std::span<const int32_t> xs, int64_t n) {
+  const int64_t size = int64_t(xs.size());
+  int64_t begin = 0;
+  if (n > 0) begin = std::max<int64_t>(0, size - n);
+  if (n < 0) begin = std::min<int64_t>(size, -n);
+  return {xs.begin() + begin, xs.end()};
+}
+
+// The reference's seek_clips: pairs of mel frames.
+std::vector<std::pair<int64_t, int64_t>> seek_clips(const std::vector<double>& clips,
+                                                    int64_t content_frames) {
+  std::vector<int64_t> points;
+  // round(ts * FRAMES_PER_SECOND): Python rounds halves to even, as nearbyint.
+  for (double c : clips) points.push_back(int64_t(std::nearbyint(c * 100.0)));
+  if (points.empty()) points.push_back(0);
+  if (points.size() % 2 == 1) points.push_back(content_frames);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t i = 0; i + 1 < points.size(); i += 2) {
+    // A clip past the end of the audio has nothing to decode (the reference would slice an
+    // empty window there and move the seek backwards).
+    out.emplace_back(std::min(points[i], content_frames), std::min(points[i + 1], content_frames));
+  }
+  return out;
+}
+
 void print_segment(const Segment& s) {
   std::printf("[%s --> %s] %s\n", format_timestamp(s.start).c_str(),
               format_timestamp(s.end).c_str(), s.text.c_str());
@@ -62,6 +111,28 @@ void print_segment(const Segment& s) {
 }
 
 }  // namespace
+
+std::vector<double> parse_clip_timestamps(const std::string& text) {
+  std::vector<double> out;
+  if (text.empty()) return out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    check_arg(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos &&
+                  std::isfinite(v) && v >= 0.0,
+              "[whisper] clip_timestamps: '" + item + "' is not a number of seconds >= 0 in '" +
+                  text + "'");
+    out.push_back(v);
+  }
+  return out;
+}
 
 std::string format_timestamp(double seconds, bool always_include_hours, char decimal_marker) {
   // A model that samples a timestamp after text in <|notimestamps|> mode gets a segment
@@ -93,6 +164,7 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
                 mel.dim(0) == source.n_mels() && mel.dim(1) >= kChunkFrames,
             "[whisper] transcribe: expected a padded log-mel f32 [" +
                 std::to_string(source.n_mels()) + ", >= 3000] on the CPU, got " + mel.describe());
+  check_options(o);
   const int64_t content_frames = mel.dim(1) - kChunkFrames;
 
   TranscribeResult out;
@@ -114,6 +186,10 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   decode.suppress_blank = o.suppress_blank;
   decode.suppress_tokens = o.suppress_tokens;
   decode.sample_len = o.sample_len;
+  decode.length_penalty = o.length_penalty;
+  decode.seed = o.seed;
+  if (o.prefix) decode.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
+  if (o.hotwords) decode.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
   decode.on_token = o.on_token;
   decode.cancelled = o.cancelled;
 
@@ -121,16 +197,35 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   size_t prompt_reset_since = 0;
   if (o.initial_prompt) all_tokens = tokenizer.encode(" " + py_strip(*o.initial_prompt));
   const size_t n_initial_prompt = all_tokens.size();
+  const int64_t remaining_prompt_length =
+      int64_t(source.n_text_ctx() / 2 - 1) - int64_t(n_initial_prompt);
 
-  int64_t seek = 0;
   double last_speech_timestamp = 0;  // end of the last word, with word timestamps
   const std::vector<int32_t> sot_sequence = tokenizer.sot_sequence(out.language, o.task);
-  while (seek < content_frames) {
+  // The reference's flattened loop over clips: for (start, end) in clips, while seek < end.
+  const auto clips = seek_clips(o.clip_timestamps, content_frames);
+  size_t clip_idx = 0;
+  int64_t seek = clips[0].first;
+  while (clip_idx < clips.size()) {
+    const auto [clip_start, clip_end] = clips[clip_idx];
+    if (seek < clip_start) seek = clip_start;
+    if (seek >= clip_end) {
+      if (++clip_idx < clips.size()) seek = clips[clip_idx].first;
+      continue;
+    }
     const double time_offset = frame_time(seek);
-    const int64_t segment_size = std::min(kChunkFrames, content_frames - seek);
-    decode.prompt.assign(all_tokens.begin() + int64_t(prompt_reset_since), all_tokens.end());
-    const DecodingResult result =
-        decode_with_fallback(source, tokenizer, mel_window(mel, seek, segment_size), decode, o);
+    const int64_t segment_size = std::min({kChunkFrames, content_frames - seek, clip_end - seek});
+    if (o.carry_initial_prompt) {
+      const size_t ignored = std::max(n_initial_prompt, prompt_reset_since);
+      const auto recent =
+          py_tail(std::span<const int32_t>(all_tokens).subspan(ignored), remaining_prompt_length);
+      decode.prompt.assign(all_tokens.begin(), all_tokens.begin() + int64_t(n_initial_prompt));
+      decode.prompt.insert(decode.prompt.end(), recent.begin(), recent.end());
+    } else {
+      decode.prompt.assign(all_tokens.begin() + int64_t(prompt_reset_since), all_tokens.end());
+    }
+    const DecodingResult result = decode_with_fallback(
+        source, tokenizer, mel_window(mel, seek, segment_size), decode, o, seek);
 
     if (o.no_speech_threshold) {
       bool should_skip = result.no_speech_prob > *o.no_speech_threshold;

@@ -1,8 +1,8 @@
 // transcribe(): the seek loop of openai/whisper's whisper/transcribe.py over audio of any
 // length: log-mel of the whole audio (+30 s of zeros), one 30 s window at a time, the
-// previous text as the prompt, silent windows skipped, segments cut at timestamp pairs.
-// Greedy (temperature 0) only for now; decode_with_fallback is where the temperature
-// ladder goes.
+// previous text as the prompt, the temperature fallback, silent windows skipped, segments
+// cut at timestamp pairs, clip_timestamps. docs/DECODING.md lists every option against the
+// reference.
 #pragma once
 
 #include <functional>
@@ -29,9 +29,23 @@ struct TranscribeOptions {
   std::string task = "transcribe";
   // Decode with <|notimestamps|>: one segment per window.
   bool without_timestamps = false;
-  // Temperatures tried in order until a result passes the thresholds. Only {0} works for
-  // now (anything > 0 throws Error(unsupported) when it is reached).
-  std::vector<float> temperatures = {0.0f};
+  // Temperatures tried in order until a result passes the thresholds (the reference's
+  // temperature tuple; its CLI: --temperature 0 --temperature_increment_on_fallback 0.2).
+  // At 0: greedy, or beam search with beam_size; above 0: sampling, best_of candidates.
+  std::vector<float> temperatures = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+  // Candidates sampled per attempt at a temperature > 0; 0: one (the reference API's None;
+  // its CLI's default is 5).
+  int best_of = 0;
+  // Beam search at temperature 0 with this many beams; 0: greedy (the API's None; the
+  // CLI's default is 5).
+  int beam_size = 0;
+  // Beam search patience (nullopt: 1.0) and ranking length_penalty (nullopt: divide by the
+  // length); see DecodingOptions.
+  std::optional<float> patience;
+  std::optional<float> length_penalty;
+  // Seed of the sampling at temperatures > 0 (sampling.h): each window and temperature draws
+  // from its own stream, so the same seed gives the same transcript on every run.
+  uint64_t seed = 0;
   // Retry at the next temperature when the text's compression ratio (utf-8 bytes / zlib
   // bytes) exceeds this (nullopt: never).
   std::optional<float> compression_ratio_threshold = 2.4f;
@@ -44,6 +58,18 @@ struct TranscribeOptions {
   bool condition_on_previous_text = true;
   // Text put before the first window's prompt (encoded as " " + strip(text)).
   std::optional<std::string> initial_prompt;
+  // Put initial_prompt before every window's prompt, the previous text filling the rest of
+  // the 223-token budget (the reference's carry_initial_prompt).
+  bool carry_initial_prompt = false;
+  // Text every window's transcript is forced to start with (" " + strip(text)).
+  std::optional<std::string> prefix;
+  // Vocabulary hints (" " + strip(text)), e.g. "ComfyUI, Kubernetes": in every window after
+  // <|startofprev|>, before the previous text, within the same 223-token budget (at most
+  // 111 tokens; see initial_tokens in decoding.h); ignored with a prefix (faster-whisper).
+  std::optional<std::string> hotwords;
+  // Seconds: start,end,start,end,... of the parts of the audio to transcribe; an odd count
+  // ends at the end of the audio; empty: all of it (the reference's "0").
+  std::vector<double> clip_timestamps;
   // DecodingOptions passed through to every window (see decoding.h for their defaults).
   float max_initial_timestamp = 1.0f;
   bool suppress_blank = true;
@@ -84,6 +110,10 @@ TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokeni
 // (log_mel_spectrogram(samples, n_mels, kChunkSamples)).
 TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                 const Tensor& padded_mel, const TranscribeOptions& options);
+
+// The reference's clip_timestamps string: "" or comma-separated seconds ("0", "5.5,10").
+// Throws Error(invalid_argument) for anything but non-negative numbers.
+std::vector<double> parse_clip_timestamps(const std::string& text);
 
 // "MM:SS.mmm", or "HH:MM:SS.mmm" from an hour on or when always_include_hours, rounded to
 // the millisecond (whisper/utils.py format_timestamp; SRT uses hours and ',').

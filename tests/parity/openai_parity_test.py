@@ -75,11 +75,15 @@ def run_reference(ckpt, paths, dump_dir, language=None, device=None):
     return {os.path.basename(r["file"]): r for r in res}
 
 
-def run_parley(parley, model_dir, path, out_dir, language=None):
+# The reference runs at temperature 0 only (no fallback): parley likewise.
+GREEDY_ONLY = ["--temperature", "0", "--temperature-increment-on-fallback", "none"]
+
+
+def run_parley(parley, model_dir, path, out_dir, language=None, extra=GREEDY_ONLY):
     os.makedirs(out_dir, exist_ok=True)
     lang = ["--language", language] if language else []
     subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir, *lang], check=True, stdout=subprocess.DEVNULL)
+                    "-o", out_dir, *lang, *extra], check=True, stdout=subprocess.DEVNULL)
     stem = os.path.splitext(os.path.basename(path))[0]
     with open(os.path.join(out_dir, stem + ".json")) as f:
         return json.load(f)

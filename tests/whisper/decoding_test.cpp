@@ -299,17 +299,66 @@ TEST(Decoding, SampleLenBoundsTheLoop) {
   EXPECT_GT(r.avg_logprob, -1e-3f);
 }
 
-TEST(Decoding, RejectsSamplingForNow) {
+TEST(Decoding, RejectsBadOptionsLikeTheReference) {
   const auto& tok = english();
-  ScriptedSource src(tok, {}, 0.0f);
+  auto error_kind = [&](const DecodingOptions& o) {
+    ScriptedSource src(tok, {}, 0.0f);
+    try {
+      decode_window(src, tok, silent_mel(), o);
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::internal;  // no error
+  };
   DecodingOptions o;
-  o.temperature = 0.2f;
-  try {
-    decode_window(src, tok, silent_mel(), o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
-  }
+  o.temperature = -0.1f;
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.best_of = 3;  // best_of at temperature 0
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+  o.temperature = 0.5f;
+  o.beam_size = 2;  // with best_of
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.patience = 2.0f;  // without beam_size
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.length_penalty = 1.5f;
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.beam_size = -1;
+  EXPECT_EQ(error_kind(o), ErrorKind::invalid_argument);
+}
+
+TEST(Decoding, HotwordsShareThePromptBudget) {
+  const auto& tok = multilingual();
+  DecodingOptions o;
+  o.language = "en";
+  for (int i = 0; i < 300; ++i) o.prompt.push_back(1000 + i);
+  for (int i = 0; i < 150; ++i) o.hotwords.push_back(5000 + i);
+  auto t = initial_tokens(tok, o, o.language, 448);
+  // <|startofprev|>, the first 111 hotwords, the last 223 - 111 = 112 prompt tokens, sot seq.
+  ASSERT_EQ(t.size(), 1u + 223u + 3u);
+  EXPECT_EQ(t[0], tok.sot_prev());
+  EXPECT_EQ(t[1], 5000);
+  EXPECT_EQ(t[111], 5110);
+  EXPECT_EQ(t[112], 1000 + 300 - 112);
+  EXPECT_EQ(t[223], 1299);
+  EXPECT_EQ(t[224], tok.sot());
+  // Short hotwords leave the rest of the budget to the prompt.
+  o.hotwords = {7, 8};
+  t = initial_tokens(tok, o, o.language, 448);
+  ASSERT_EQ(t.size(), 1u + 223u + 3u);
+  EXPECT_EQ(t[1], 7);
+  EXPECT_EQ(t[3], 1000 + 300 - 221);
+  // Hotwords alone still open a <|startofprev|> block; a prefix turns them off.
+  o.prompt.clear();
+  t = initial_tokens(tok, o, o.language, 448);
+  EXPECT_EQ(t, (std::vector<int32_t>{tok.sot_prev(), 7, 8, tok.sot(), tok.language_token("en"),
+                                     tok.transcribe()}));
+  o.prefix = {9};
+  t = initial_tokens(tok, o, o.language, 448);
+  EXPECT_EQ(t, (std::vector<int32_t>{tok.sot(), tok.language_token("en"), tok.transcribe(), 9}));
 }
 
 // Language detection: a non-language token is likelier than every language, <|de|> is the

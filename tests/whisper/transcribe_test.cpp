@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "audio/decode.h"
 #include "audio/mel.h"
+#include "engine/error.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 
@@ -104,7 +106,9 @@ class WindowScript : public LogitsSource {
   }
   Tensor decode(std::span<const int32_t> tokens) override {
     if (first_call_) initial.emplace_back(tokens.begin(), tokens.end());
+    if (after_reset_) attempts.emplace_back(tokens.begin(), tokens.end());
     first_call_ = false;
+    after_reset_ = false;
     const auto& w = windows_.at(size_t(window_ - 1));
     const int64_t v = tok_.n_vocab();
     Tensor logits = Tensor::zeros({int64_t(tokens.size()), v}, DType::f32);
@@ -117,11 +121,31 @@ class WindowScript : public LogitsSource {
     if (next != kFlat) p[int64_t(tokens.size() - 1) * v + next] = 20.0f;
     return logits;
   }
-  void reset() override {}
+  void reset() override { after_reset_ = true; }
+  // Rows all get the script's next token (one script step per call).
+  void fork(int n) override {
+    forks.push_back(n);
+    rows_ = n;
+  }
+  Tensor decode_rows(std::span<const int32_t> tokens) override {
+    EXPECT_EQ(int(tokens.size()), rows_);
+    const auto& w = windows_.at(size_t(window_ - 1));
+    const int64_t v = tok_.n_vocab();
+    Tensor logits = Tensor::zeros({int64_t(tokens.size()), v}, DType::f32);
+    const int32_t next = next_ < w.tokens.size() ? w.tokens[next_] : tok_.eot();
+    ++next_;
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      if (next != kFlat) logits.data<float>()[int64_t(r) * v + next] = 20.0f;
+    }
+    return logits;
+  }
+  void reorder_rows(std::span<const int32_t>) override {}
   int n_text_ctx() const override { return 448; }
   int n_mels() const override { return 80; }
 
   std::vector<std::vector<int32_t>> initial;
+  std::vector<std::vector<int32_t>> attempts;  // the first decode() input after each reset()
+  std::vector<int> forks;
   std::vector<float> mels;
   int64_t probe_frame = 2999;
   int window_ = 0;
@@ -131,6 +155,8 @@ class WindowScript : public LogitsSource {
   std::vector<Window> windows_;
   size_t next_ = 0;
   bool first_call_ = true;
+  bool after_reset_ = false;
+  int rows_ = 0;
 };
 
 TEST(Transcribe, SeekLoopSegmentsPromptsAndSilence) {
@@ -243,6 +269,214 @@ TEST(Transcribe, DetectsTheLanguageOnceFromThePaddedMel) {
   EXPECT_EQ(r.text, " Hallo");
 }
 
+// ---------------------------------------------------------------- fallback and prompts
+
+TranscribeOptions text_only() {
+  TranscribeOptions o;
+  o.without_timestamps = true;
+  return o;
+}
+
+TEST(TranscribeFallback, RepetitiveTextRetriesAtTheNextTemperatureWithBestOf) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  const int32_t world = tok.encode(" world")[0];
+  std::vector<int32_t> script(40, hello);  // attempt 1: " Hello" x 40 (ratio ~12)
+  script.push_back(tok.eot());
+  script.push_back(tok.eot());  // the beams' last step: the other beams end
+  script.push_back(world);      // attempt 2 goes on with the script
+  Tensor mel = Tensor::zeros({80, 3000 + 1000}, DType::f32);
+  TranscribeOptions o = text_only();
+  o.temperatures = {0.0f, 0.4f};
+  o.beam_size = 3;
+  o.best_of = 4;
+  {
+    WindowScript src(tok, {{script, -5.0f}});
+    const TranscribeResult r = transcribe_mel(src, tok, mel, o);
+    EXPECT_EQ(r.text, " world");
+    ASSERT_EQ(r.segments.size(), 1u);
+    EXPECT_FLOAT_EQ(r.segments[0].temperature, 0.4f);
+    // Beam search at 0, best_of sampling at 0.4: the reference's decode_with_fallback.
+    EXPECT_EQ(src.forks, (std::vector<int>{3, 4}));
+    EXPECT_EQ(src.attempts.size(), 2u);
+  }
+  o.compression_ratio_threshold = std::nullopt;  // no retry
+  WindowScript src(tok, {{script, -5.0f}});
+  const TranscribeResult r = transcribe_mel(src, tok, mel, o);
+  EXPECT_EQ(r.segments[0].temperature, 0.0f);
+  EXPECT_GT(r.segments[0].compression_ratio, 2.4f);
+  EXPECT_EQ(src.forks, std::vector<int>{3});
+}
+
+TEST(TranscribeFallback, UnlikelyTextRetriesAndAHighTemperatureResetsThePrompt) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  constexpr int32_t kFlat = WindowScript::kFlat;
+  // Window 1: five flat steps (avg_logprob ~ -10.8), then " Hello" on the retry.
+  // Window 2: " Hello".
+  const std::vector<WindowScript::Window> windows = {
+      {{kFlat, kFlat, kFlat, kFlat, kFlat, hello}, -5.0f}, {{hello}, -5.0f}};
+  Tensor mel = Tensor::zeros({80, 3000 + 4000}, DType::f32);
+  auto run = [&](TranscribeOptions o) {
+    o.sample_len = 5;
+    auto src = std::make_unique<WindowScript>(tok, windows);
+    const TranscribeResult r = transcribe_mel(*src, tok, mel, o);
+    return std::make_pair(r, std::move(src));
+  };
+  TranscribeOptions o = text_only();
+  o.temperatures = {0.0f, 0.6f};
+  auto [r, src] = run(o);
+  ASSERT_EQ(r.segments.size(), 2u);
+  EXPECT_FLOAT_EQ(r.segments[0].temperature, 0.6f);
+  EXPECT_EQ(r.segments[0].text, " Hello");
+  ASSERT_EQ(src->initial.size(), 2u);
+  // Decoded above 0.5: window 2 gets no prompt.
+  EXPECT_EQ(src->initial[1], (std::vector<int32_t>{tok.sot(), tok.no_timestamps()}));
+
+  o.temperatures = {0.0f, 0.4f};  // at 0.4 the prompt stays
+  auto [r2, src2] = run(o);
+  EXPECT_FLOAT_EQ(r2.segments[0].temperature, 0.4f);
+  EXPECT_EQ(src2->initial[1],
+            (std::vector<int32_t>{tok.sot_prev(), hello, tok.sot(), tok.no_timestamps()}));
+
+  o.logprob_threshold = std::nullopt;  // flat text is kept
+  auto [r3, src3] = run(o);
+  EXPECT_EQ(r3.segments[0].temperature, 0.0f);
+  EXPECT_EQ(r3.segments[0].tokens.size(), 5u);
+}
+
+TEST(TranscribePrompts, CarryInitialPromptKeepsItBeforeEveryWindow) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  const int32_t a = tok.encode(" a")[0];
+  std::string text;
+  for (int i = 0; i < 210; ++i) text += " a";
+  Tensor mel = Tensor::zeros({80, 3000 + 7000}, DType::f32);  // 3 windows
+  const std::vector<WindowScript::Window> windows = {
+      {std::vector<int32_t>(30, hello), -5.0f}, {{hello}, -5.0f}, {{hello}, -5.0f}};
+  TranscribeOptions o = text_only();
+  o.compression_ratio_threshold = std::nullopt;
+  o.initial_prompt = text;
+  o.carry_initial_prompt = true;
+  WindowScript src(tok, windows);
+  transcribe_mel(src, tok, mel, o);
+  ASSERT_EQ(src.initial.size(), 3u);
+  // Window 2: <|startofprev|>, the 210 prompt tokens, the last 223 - 210 = 13 " Hello"s.
+  const auto& w2 = src.initial[1];
+  ASSERT_EQ(w2.size(), 1u + 223u + 2u);
+  EXPECT_EQ(w2[1], a);
+  EXPECT_EQ(w2[210], a);
+  EXPECT_EQ(w2[211], hello);
+  EXPECT_EQ(w2[223], hello);
+  // Without carrying, the initial prompt slides out of window 2's budget from the front.
+  o.carry_initial_prompt = false;
+  WindowScript plain_src(tok, windows);
+  transcribe_mel(plain_src, tok, mel, o);
+  EXPECT_EQ(plain_src.initial[1][1], a);
+  EXPECT_EQ(plain_src.initial[1][223 - 30 + 1], hello);
+  EXPECT_EQ(plain_src.initial[1].size(), 1u + 223u + 2u);
+
+  // No conditioning: the carried prompt alone.
+  o.carry_initial_prompt = true;
+  o.condition_on_previous_text = false;
+  o.initial_prompt = "Names.";
+  WindowScript src3(tok, windows);
+  transcribe_mel(src3, tok, mel, o);
+  std::vector<int32_t> expected{tok.sot_prev()};
+  for (int32_t t : tok.encode(" Names.")) expected.push_back(t);
+  expected.push_back(tok.sot());
+  expected.push_back(tok.no_timestamps());
+  EXPECT_EQ(src3.initial[1], expected);
+  EXPECT_EQ(src3.initial[2], expected);
+}
+
+TEST(TranscribePrompts, PrefixAndHotwordsGoToEveryWindow) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  Tensor mel = Tensor::zeros({80, 3000 + 4000}, DType::f32);
+  const std::vector<WindowScript::Window> windows = {{{hello}, -5.0f}, {{hello}, -5.0f}};
+  TranscribeOptions o = text_only();
+  o.hotwords = "  ComfyUI, Kubernetes ";
+  WindowScript src(tok, windows);
+  transcribe_mel(src, tok, mel, o);
+  const auto hot = tok.encode(" ComfyUI, Kubernetes");
+  std::vector<int32_t> w1{tok.sot_prev()};
+  w1.insert(w1.end(), hot.begin(), hot.end());
+  std::vector<int32_t> w2 = w1;
+  w1.push_back(tok.sot());
+  w1.push_back(tok.no_timestamps());
+  w2.push_back(hello);  // the previous text after the hotwords
+  w2.push_back(tok.sot());
+  w2.push_back(tok.no_timestamps());
+  ASSERT_EQ(src.initial.size(), 2u);
+  EXPECT_EQ(src.initial[0], w1);
+  EXPECT_EQ(src.initial[1], w2);
+
+  o.hotwords.reset();
+  o.prefix = " And so ";
+  o.condition_on_previous_text = false;
+  WindowScript src2(tok, windows);
+  const TranscribeResult r = transcribe_mel(src2, tok, mel, o);
+  std::vector<int32_t> p{tok.sot(), tok.no_timestamps()};
+  for (int32_t t : tok.encode(" And so")) p.push_back(t);
+  EXPECT_EQ(src2.initial[0], p);
+  EXPECT_EQ(src2.initial[1], p);
+  EXPECT_EQ(r.text, " Hello Hello");  // the prefix is not part of the sampled text
+}
+
+TEST(TranscribeClips, ClipTimestampsPickTheDecodedParts) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  Tensor mel = Tensor::zeros({80, 6000 + 3000}, DType::f32);  // 60 s
+  WindowScript src(tok, {{{hello}, -5.0f}, {{hello}, -5.0f}});
+  TranscribeOptions o = text_only();
+  o.clip_timestamps = parse_clip_timestamps("5,10,40");
+  const TranscribeResult r = transcribe_mel(src, tok, mel, o);
+  ASSERT_EQ(r.segments.size(), 2u);
+  EXPECT_EQ(r.segments[0].seek, 500);
+  EXPECT_DOUBLE_EQ(r.segments[0].start, 5.0);
+  EXPECT_DOUBLE_EQ(r.segments[0].end, 10.0);  // the clip's 500 frames
+  EXPECT_EQ(r.segments[1].seek, 4000);
+  EXPECT_DOUBLE_EQ(r.segments[1].start, 40.0);
+  EXPECT_DOUBLE_EQ(r.segments[1].end, 60.0);  // an odd count: to the end of the audio
+  EXPECT_EQ(src.window_, 2);
+
+  EXPECT_EQ(parse_clip_timestamps(""), std::vector<double>{});
+  EXPECT_EQ(parse_clip_timestamps("0"), std::vector<double>{0.0});
+  EXPECT_EQ(parse_clip_timestamps("1.5, 3"), (std::vector<double>{1.5, 3.0}));
+  EXPECT_THROW(parse_clip_timestamps("1,x"), Error);
+  EXPECT_THROW(parse_clip_timestamps("-1"), Error);
+}
+
+TEST(TranscribeOptionsCheck, BadOptionsAreInvalidArguments) {
+  const auto& tok = english();
+  Tensor mel = Tensor::zeros({80, 3000 + 100}, DType::f32);
+  auto kind = [&](const TranscribeOptions& o) {
+    WindowScript src(tok, {{{}, -5.0f}});
+    try {
+      transcribe_mel(src, tok, mel, o);
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::internal;
+  };
+  TranscribeOptions o;
+  o.temperatures = {};
+  EXPECT_EQ(kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.temperatures = {0.0f, -1.0f};
+  EXPECT_EQ(kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.patience = 2.0f;
+  EXPECT_EQ(kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.length_penalty = -0.5f;
+  EXPECT_EQ(kind(o), ErrorKind::invalid_argument);
+  o = {};
+  o.clip_timestamps = {-3.0};
+  EXPECT_EQ(kind(o), ErrorKind::invalid_argument);
+}
+
 // ---------------------------------------------------------------- the real model
 
 std::string model_dir() {
@@ -300,6 +534,56 @@ TEST(TranscribeReal, JfkTinyEnMatchesTheReference) {
   EXPECT_NEAR(r.segments[0].avg_logprob, -0.377484, 1e-3);
   EXPECT_NEAR(r.segments[0].no_speech_prob, 0.062824, 1e-4);
   EXPECT_NEAR(r.segments[0].compression_ratio, 104.0 / 75.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace parley
+
+namespace parley {
+namespace {
+
+// Vocabulary hints on the real model: hotwords.mp3 says "ComfyUI", which tiny.en writes as
+// "comfy eye" without a hint (measured 2026-11-30).
+TEST(TranscribeReal, HotwordsTeachTheRealModelAWord) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  const auto model = WhisperModel::load(model_dir());
+  WhisperSession session(model);
+  const auto samples = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/hotwords.mp3");
+  TranscribeOptions o;
+  const TranscribeResult plain = transcribe(session, english(), samples, o);
+  EXPECT_EQ(plain.text.find("ComfyUI"), std::string::npos) << plain.text;
+  o.hotwords = "ComfyUI";
+  const TranscribeResult hinted = transcribe(session, english(), samples, o);
+  EXPECT_NE(hinted.text.find("ComfyUI"), std::string::npos) << hinted.text;
+}
+
+// Sampling on the real model: a seed gives one transcript, run after run.
+TEST(TranscribeReal, SampledTranscriptDependsOnlyOnTheSeed) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  const auto model = WhisperModel::load(model_dir());
+  WhisperSession session(model);
+  const auto samples = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  TranscribeOptions o;
+  o.temperatures = {1.0f};
+  o.best_of = 2;
+  auto tokens = [&](uint64_t seed) {
+    o.seed = seed;
+    std::vector<int32_t> out;
+    for (const auto& s : transcribe(session, english(), samples, o).segments) {
+      out.insert(out.end(), s.tokens.begin(), s.tokens.end());
+      EXPECT_EQ(s.temperature, 1.0f);
+    }
+    return out;
+  };
+  const auto a = tokens(11);
+  EXPECT_EQ(tokens(11), a);
+  bool differs = false;
+  for (uint64_t seed = 12; seed < 15 && !differs; ++seed) differs = tokens(seed) != a;
+  EXPECT_TRUE(differs);  // at T = 1 tiny.en's choices spread
 }
 
 }  // namespace

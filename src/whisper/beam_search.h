@@ -1,0 +1,54 @@
+// Beam search over one audio window, as openai/whisper's BeamSearchDecoder
+// (whisper/decoding.py): every step each beam proposes its beam_size + 1 most likely next
+// tokens, the candidates are ranked by cumulative log-probability, sequences that end in
+// <|endoftext|> join the finished list (at most round(beam_size * patience) of them) and the
+// best beam_size unfinished ones go on. The search completes when the finished list is
+// full; finalize() tops it up with the best unfinished beams when fewer than beam_size
+// finished. The decoder's rows are reordered by the returned source indices (one batch of
+// beam_size rows per step, see WhisperSession::decode_rows).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace parley {
+
+struct BeamCandidate {
+  std::vector<int32_t> tokens;  // the whole sequence: initial tokens, sampled, <|endoftext|>
+  float sum_logprob = 0;
+};
+
+class BeamSearch {
+ public:
+  // patience: nullopt means 1.0 (the reference's `patience or 1.0`).
+  BeamSearch(int beam_size, int32_t eot, std::optional<float> patience);
+
+  int beam_size() const { return beam_size_; }
+  int max_candidates() const { return max_candidates_; }
+
+  struct Step {
+    std::vector<int32_t> source;  // row i continues former row source[i]
+    bool completed = false;       // enough finished sequences
+  };
+  // rows: the beam_size sequences so far (updated in place: reordered and extended);
+  // logprobs: [beam_size][n_vocab] log-softmax of each row's filtered logits; sum_logprobs:
+  // per row, f32 as the reference's tensor (updated in place).
+  Step update(std::vector<std::vector<int32_t>>& rows, std::span<const std::vector<float>> logprobs,
+              std::vector<float>& sum_logprobs);
+
+  // The finished sequences in the order they finished, topped up with the unfinished rows
+  // (best first, each + <|endoftext|>) while fewer than beam_size finished.
+  std::vector<BeamCandidate> finalize(const std::vector<std::vector<int32_t>>& rows,
+                                      std::span<const float> sum_logprobs) const;
+
+ private:
+  int beam_size_;
+  int32_t eot_;
+  int max_candidates_;
+  std::vector<BeamCandidate> finished_;
+  std::vector<int32_t> top_;  // scratch of update()
+};
+
+}  // namespace parley
