@@ -1,10 +1,13 @@
 // `parley serve --model DIR`: the OpenAI-compatible transcription server (docs/SERVER.md).
 // Builds the WhisperService (model residency, workers, queue) and runs the HTTP server
 // until SIGINT/SIGTERM, which drains admitted requests first.
+#include <filesystem>
+#include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/vad_gate.h"
 #include "engine/threadpool.h"
 #include "server/http_server.h"
 #include "serving/whisper_service.h"
@@ -19,6 +22,8 @@ struct ServeCliOptions {
   int workers = 2;
   int queue = 64;
   int threads = 0;
+  std::string vad = "on";
+  std::string vad_model;  // empty: default_vad_model_path()
   server::ServerOptions http;
 };
 
@@ -31,6 +36,15 @@ void run_serve(ServeCliOptions opt) {
   s.workers = opt.workers;
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
+  s.vad_default = opt.vad == "on";
+  if (!opt.vad_model.empty()) {
+    s.vad_model = opt.vad_model;  // named: must load
+  } else if (std::filesystem::exists(default_vad_model_path())) {
+    s.vad_model = default_vad_model_path();
+  } else if (s.vad_default) {
+    std::cerr << "[serve] no Silero VAD model at " << default_vad_model_path()
+              << " (scripts/setup.sh installs it): the silence gate is off" << std::endl;
+  }
   WhisperService service(s);
   server::serve_http(opt.http, service);
 }
@@ -60,6 +74,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
+  cmd->add_option("--vad", opt->vad,
+                  "Silence gate for requests that do not set 'vad': audio without speech "
+                  "(Silero VAD) gets an empty transcript without running Whisper")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--vad-model", opt->vad_model,
+                  "Silero VAD .onnx or .safetensors (default: the one scripts/setup.sh installs)");
   cmd->callback([opt] { run_serve(*opt); });
 }
 

@@ -144,24 +144,16 @@ const std::vector<std::string>& known_fields(const std::string& task) {
   return task == "translate" ? translate : transcribe;
 }
 
-void apply_extras(const Fields& f) {
+void apply_extras(const Fields& f, AudioRequest& r) {
   if (const auto v = single(f, "beam_size")) {
     const double b = parse_number(*v, "beam_size");
     if (b != std::floor(b) || b < 1 || b > 16)
       throw ApiException(bad_request("[request] 'beam_size' must be an integer in [1, 16]",
                                      "beam_size", "invalid_value"));
-    // LEAD: wire beam search here once TranscribeOptions has a beam size (beam search
-    // helper): options.beam_size = int(b). Until then only greedy (1) runs.
-    if (b > 1) throw ApiException(not_yet("beam_size > 1 (beam search)", "beam_size"));
+    r.beam_size = int(b);
   }
-  if (const auto v = single(f, "hotwords")) {
-    // LEAD: wire to TranscribeOptions' hotwords once the hotwords helper lands.
-    if (!v->empty()) throw ApiException(not_yet("'hotwords'", "hotwords"));
-  }
-  if (const auto v = single(f, "vad")) {
-    // LEAD: wire to the Silero VAD gate (TranscribeOptions / src/vad) once it lands.
-    if (parse_bool(*v, "vad")) throw ApiException(not_yet("vad=true (the VAD gate)", "vad"));
-  }
+  if (const auto v = single(f, "hotwords"); v && !v->empty()) r.hotwords = *v;
+  if (const auto v = single(f, "vad")) r.vad = parse_bool(*v, "vad");
 }
 
 AudioRequest validate(RawRequest raw, const std::string& task) {
@@ -217,10 +209,7 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
       if (g == "segment") {
         r.segment_timestamps = true;
       } else if (g == "word") {
-        // LEAD: word timestamps (DTW on cross-attention) come from another helper; set
-        // TranscribeOptions' word-timestamp switch here and write "words" in verbose_json.
-        throw ApiException(
-            not_yet("timestamp_granularities[]=word (word timestamps)", "timestamp_granularities"));
+        r.word_timestamps = true;
       } else {
         throw ApiException(bad_request(
             "[request] 'timestamp_granularities[]' values are 'segment' or 'word', got '" + g + "'",
@@ -241,11 +230,12 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
     }
   }
   if (const auto v = single(f, "chunking_strategy"); v && *v != "auto" && *v != "\"auto\"") {
-    // LEAD: {"type": "server_vad", ...} maps onto the VAD gate once it lands.
+    // {"type": "server_vad", ...} would cut the audio at the VAD's silences; parley's VAD
+    // is the `vad` gate (and `parley transcribe --vad-filter`), not this chunking yet.
     throw ApiException(
         not_yet("chunking_strategy other than \"auto\" (server_vad)", "chunking_strategy"));
   }
-  apply_extras(f);
+  apply_extras(f, r);
   return r;
 }
 
@@ -305,11 +295,12 @@ TranscribeOptions transcribe_options(const AudioRequest& r) {
   o.task = r.task;
   o.language = r.language;
   o.initial_prompt = r.prompt;
-  // OpenAI: temperature 0 means "automatic" (the fallback ladder). The engine decodes
-  // greedily only for now and throws unsupported when a temperature > 0 is reached, so 0
-  // runs as {0} and a temperature > 0 is passed on (the client gets the engine's 400).
-  // LEAD: once sampling lands, 0 -> {0, 0.2, 0.4, 0.6, 0.8, 1.0} (whisper's default).
-  o.temperatures = {r.temperature};
+  // OpenAI: temperature 0 means "automatic": the fallback ladder (TranscribeOptions'
+  // default, 0, 0.2 .. 1.0); above 0, that temperature only.
+  if (r.temperature > 0) o.temperatures = {r.temperature};
+  o.beam_size = r.beam_size > 1 ? r.beam_size : 0;
+  o.hotwords = r.hotwords;
+  o.word_timestamps = r.word_timestamps;
   return o;
 }
 

@@ -27,9 +27,16 @@ struct AudioRequest {
   float temperature = 0;
   bool stream = false;
   bool segment_timestamps = false;  // timestamp_granularities[] contained "segment"
+  bool word_timestamps = false;     // timestamp_granularities[] contained "word"
+  // parley's extra fields (docs/SERVER.md).
+  int beam_size = 0;                    // 0 or 1: greedy; > 1: beam search at temperature 0
+  std::optional<std::string> hotwords;  // vocabulary hints (TranscribeOptions::hotwords)
+  std::optional<bool> vad;              // nullopt: the server's default (`--vad`)
 };
 
-// The request's TranscribeOptions (language, task, prompt, temperature).
+// The request's TranscribeOptions (language, task, prompt, temperature: 0 keeps the
+// fallback ladder 0, 0.2 .. 1.0 as OpenAI's "automatic" temperature, > 0 decodes at that
+// temperature only; beam_size, hotwords, word timestamps).
 TranscribeOptions transcribe_options(const AudioRequest& r);
 OutputFormat output_format(const AudioRequest& r);
 

@@ -86,7 +86,11 @@ Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::
     o.content_type = "text/plain; charset=utf-8";
   } else {
     const OutputFormat f = output_format(req);
-    o.body = format_transcript(*result, f, TranscriptInfo{req.task, audio_seconds});
+    TranscriptInfo info;
+    info.task = req.task;
+    info.duration = audio_seconds;
+    info.words = req.word_timestamps;
+    o.body = format_transcript(*result, f, info);
     o.content_type = (f == OutputFormat::json || f == OutputFormat::verbose_json)
                          ? "application/json"
                          : "text/plain; charset=utf-8";
@@ -284,6 +288,7 @@ class Session : public std::enable_shared_from_this<Session> {
     job->audio = std::move(request_.audio);
     job->filename = request_.filename;
     job->options = transcribe_options(request_);
+    job->vad = request_.vad;
     const uint64_t gen = ++generation_;
     auto self = shared_from_this();
     if (request_.stream) {

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "whisper/model.h"
+
 namespace parley::server {
 
 void Metrics::count_request(const std::string& route, int status) {
@@ -59,6 +61,15 @@ std::string Metrics::render(const ServiceStats& s) const {
     << "# HELP parley_model_loaded Whether the Whisper model is in memory.\n"
        "# TYPE parley_model_loaded gauge\n"
     << "parley_model_loaded " << (s.model_loaded ? 1 : 0) << "\n"
+    << "# HELP parley_vad_skipped_total Requests the VAD gate answered without Whisper.\n"
+       "# TYPE parley_vad_skipped_total counter\n"
+    << "parley_vad_skipped_total " << s.vad_skipped << "\n"
+    << "# HELP parley_whisper_encoder_runs_total Whisper encoder passes.\n"
+       "# TYPE parley_whisper_encoder_runs_total counter\n"
+    << "parley_whisper_encoder_runs_total " << whisper_run_counters().encoder_runs << "\n"
+    << "# HELP parley_whisper_decoder_runs_total Whisper decoder passes.\n"
+       "# TYPE parley_whisper_decoder_runs_total counter\n"
+    << "parley_whisper_decoder_runs_total " << whisper_run_counters().decoder_runs << "\n"
     << "# HELP process_resident_memory_bytes Resident memory of the server process.\n"
        "# TYPE process_resident_memory_bytes gauge\n"
     << "process_resident_memory_bytes " << resident_memory_bytes() << "\n";

@@ -6,6 +6,8 @@
 
 #include "audio/decode.h"
 #include "engine/error.h"
+#include "vad/segments.h"
+#include "vad/silero.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 
@@ -19,6 +21,7 @@ struct WhisperService::Loaded {
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
   check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
+  if (!options_.vad_model.empty()) vad_ = vad::SileroModel::load(options_.vad_model);
   if (options_.residency == Residency::resident) {
     auto model = WhisperModel::load(options_.model_dir);  // fails at start-up, not later
     resident_ = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
@@ -71,6 +74,7 @@ ServiceStats WhisperService::stats() const {
     s.compute_seconds = compute_seconds_;
     s.queued = int(queue_.size());
     s.running = running_;
+    s.vad_skipped = vad_skipped_;
   }
   std::lock_guard lock(model_mu_);
   s.model_loaded = resident_ != nullptr || !shared_.expired();
@@ -194,6 +198,21 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& 
     job.audio = {};  // the upload is no longer needed
     audio_seconds = double(samples.size()) / 16000.0;
     check_arg(!samples.empty(), "[audio] " + job.filename + ": no audio samples");
+
+    // The silence gate: no speech, no Whisper (not even loaded, with per-request residency).
+    if (job.vad.value_or(options_.vad_default && vad_ != nullptr)) {
+      check_arg(vad_ != nullptr,
+                "[serve] 'vad' needs a Silero VAD model: this server runs without one "
+                "(--vad-model)");
+      if (!vad::has_speech(*vad_, samples, 16000)) {
+        out.result.emplace();
+        out.result->language = job.options.language.value_or("");
+        std::lock_guard lock(mu_);
+        audio_seconds_ += audio_seconds;
+        ++vad_skipped_;
+        return out;
+      }
+    }
 
     std::shared_ptr<const Loaded> loaded = acquire_model();
     if (!worker.session || worker.loaded != loaded) {

@@ -30,6 +30,9 @@
 namespace parley {
 
 class WhisperModel;
+namespace vad {
+class SileroModel;
+}
 
 enum class Residency {
   resident,     // loaded at start-up, kept
@@ -41,12 +44,20 @@ struct ServiceOptions {
   int workers = 2;          // requests decoded concurrently
   int queue_capacity = 64;  // requests waiting beyond the running ones; more are refused
   Residency residency = Residency::resident;
+  // Silero VAD model file for the silence gate; empty: no gate (a request asking for it
+  // gets Error(invalid_argument)).
+  std::string vad_model;
+  // Whether a request that does not say (`vad` field) goes through the gate.
+  bool vad_default = true;
 };
 
 struct TranscriptionJob {
   std::vector<uint8_t> audio;  // the file as uploaded; decoded on the worker
   std::string filename;        // names the input in errors, hints the format
   TranscribeOptions options;   // on_token / on_segment / cancelled are set by the service
+  // The silence gate: audio in which Silero VAD finds no speech gets an empty transcript
+  // without Whisper being loaded or run. nullopt: ServiceOptions::vad_default.
+  std::optional<bool> vad;
   // Streaming: called with each piece of new transcript text as it is decoded (see
   // StreamPolicy in whisper_service.cpp). Null: no streaming.
   std::function<void(const std::string&)> on_delta;
@@ -63,6 +74,7 @@ struct ServiceStats {
   int queued = 0;
   int running = 0;
   bool model_loaded = false;
+  uint64_t vad_skipped = 0;  // requests the gate answered without running Whisper
 };
 
 class WhisperService {
@@ -100,6 +112,8 @@ class WhisperService {
   std::shared_ptr<const Loaded> acquire_model();
 
   ServiceOptions options_;
+  std::shared_ptr<const vad::SileroModel> vad_;  // null without ServiceOptions::vad_model
+  uint64_t vad_skipped_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<TranscriptionJob>> queue_;

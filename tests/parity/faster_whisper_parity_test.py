@@ -32,7 +32,9 @@ CLIPS = ["jfk.wav", "jfk.mp3", "jfk.flac", "english.wav", "stereo_diarization.wa
 def run_parley(parley, model_dir, path, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir], check=True, stdout=subprocess.DEVNULL)
+                    "-o", out_dir,
+                    # the reference side runs temperature 0 without fallback
+                    "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
     stem = os.path.splitext(os.path.basename(path))[0]
     with open(os.path.join(out_dir, stem + ".json")) as f:
         return json.load(f)

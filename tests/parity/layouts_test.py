@@ -94,7 +94,9 @@ def run(parley, model, clip, work, tag, language):
     out_dir = os.path.join(work, tag)
     os.makedirs(out_dir, exist_ok=True)
     subprocess.run([parley, "transcribe", clip, "--model", model, "-f", "verbose_json", "-o",
-                    out_dir, *lang], check=True, stdout=subprocess.DEVNULL)
+                    out_dir, *lang,
+                    # greedy only: the same one decode per window in every layout
+                    "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
     stem = os.path.splitext(os.path.basename(clip))[0]
     with open(os.path.join(out_dir, stem + ".json")) as f:
         segments = json.load(f)["segments"]

@@ -51,7 +51,9 @@ def run_reference(ckpt, paths, language, heads, threshold, sample_len):
 def run_parley(parley, model_dir, path, out_dir, language, threshold, sample_len):
     os.makedirs(out_dir, exist_ok=True)
     cmd = [parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json", "-o",
-           out_dir, "--word-timestamps"]
+           out_dir, "--word-timestamps",
+           # the reference runs temperature=0.0 only (openai_words_reference.py)
+           "--temperature", "0", "--temperature-increment-on-fallback", "none"]
     if sample_len:
         cmd += ["--sample-len", str(sample_len)]
     if language:

@@ -77,7 +77,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="parley-hf-") as work:
         lang = ["--language", "en"]
         subprocess.run([args.parley, "transcribe", clip, "--model", model, "-f", "verbose_json",
-                        "-o", work, *lang], check=True, stdout=subprocess.DEVNULL)
+                        "-o", work, *lang,
+                        # generate() is greedy: no temperature fallback
+                        "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
         stem = os.path.splitext(os.path.basename(clip))[0]
         with open(os.path.join(work, stem + ".json")) as f:
             segments = json.load(f)["segments"]

@@ -30,8 +30,13 @@ class Server:
         cmd = [BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
-        line = self.proc.stdout.readline()
-        self.lines.append(line)
+        # Start-up notes (e.g. about the VAD model) may come before the listening line.
+        line = ""
+        for _ in range(20):
+            line = self.proc.stdout.readline()
+            self.lines.append(line)
+            if not line or "listening on http://" in line:
+                break
         if "listening on http://" not in line:
             self.proc.kill()
             raise RuntimeError("parley serve did not start: " + line + self.proc.stdout.read())

@@ -109,14 +109,18 @@ def test_translation_srt(client):
     assert srt.splitlines()[0] == "1"
 
 
-def test_word_timestamps_not_supported_yet(client):
-    with open_audio("english.wav") as f:
-        with pytest.raises(openai.BadRequestError) as e:
-            client.audio.transcriptions.create(model="whisper-1", file=f,
+def test_word_timestamps(client):
+    with open_audio("jfk.wav") as f:
+        t = client.audio.transcriptions.create(model="whisper-1", file=f,
                                                response_format="verbose_json",
                                                timestamp_granularities=["word"])
-    assert "not supported yet" in e.value.body["message"]
-    assert e.value.body["param"] == "timestamp_granularities"
+    words = t.words
+    assert words, t
+    # The words spell the transcript, in order, inside the audio, times non-decreasing.
+    assert normalized(" ".join(w.word for w in words)) == normalized(t.text)
+    assert all(0 <= w.start <= w.end <= t.duration + 0.01 for w in words)
+    assert all(a.start <= b.start for a, b in zip(words, words[1:]))
+    assert words[0].word.strip().lower().startswith("and") and words[-1].end > 9
 
 
 def test_unknown_model(client):

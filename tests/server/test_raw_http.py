@@ -115,8 +115,7 @@ def test_unknown_field(server):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("beam_size", "5"), ("hotwords", "ComfyUI"), ("vad", "true"), ("include[]", "logprobs"),
-    ("chunking_strategy", '{"type": "server_vad"}')])
+    ("include[]", "logprobs"), ("chunking_strategy", '{"type": "server_vad"}')])
 def test_extras_not_supported_yet(server, field, value):
     body, ctype = multipart([("model", "whisper-1"), (field, value)], [("file", "a.wav", ENGLISH)])
     status, _, out = post(server, body, ctype)
@@ -330,15 +329,75 @@ def test_short_request_not_blocked_by_long(make_server):
     assert wait_for(lambda: s.metrics()["parley_requests_running"] == 0, 10)
 
 
-def test_temperature_above_zero_is_the_engines_400(server):
-    # The engine decodes greedily only for now; a temperature > 0 reaches it and comes back
-    # as its own "unsupported" error (400), in the OpenAI shape, before any work is wasted.
-    body, ctype = multipart([("model", "whisper-1"), ("temperature", "0.5")],
+def test_temperature_above_zero_samples(server):
+    # A temperature > 0 decodes at that temperature only (sampling, seeded): the same
+    # request twice gives the same text.
+    body, ctype = multipart([("model", "whisper-1"), ("temperature", "0.5"),
+                             ("response_format", "text")], [("file", "english.wav", ENGLISH)])
+    first = post(server, body, ctype)
+    second = post(server, body, ctype)
+    assert first[0] == 200 and second[0] == 200, first
+    assert first[2] == second[2]
+    for bad in ("1.5", "-0.1", "hot"):
+        body, ctype = multipart([("model", "whisper-1"), ("temperature", bad)],
+                                [("file", "english.wav", ENGLISH)])
+        status, _, out = post(server, body, ctype)
+        assert status == 400 and error_of(out)["param"] == "temperature"
+
+
+def test_beam_size(server):
+    body, ctype = multipart([("model", "whisper-1"), ("beam_size", "5"),
+                             ("response_format", "text")], [("file", "english.wav", ENGLISH)])
+    status, _, out = post(server, body, ctype)
+    assert status == 200 and normalized(out.decode()) == "one two three", out
+    body, ctype = multipart([("model", "whisper-1"), ("beam_size", "0")],
                             [("file", "english.wav", ENGLISH)])
     status, _, out = post(server, body, ctype)
-    assert status == 400, out
-    err = error_of(out)
-    assert err["code"] == "unsupported" and "temperature" in err["message"]
+    assert status == 400 and error_of(out)["param"] == "beam_size"
+
+
+def test_hotwords_reach_the_decoder(server):
+    # tiny.en hears "comfy eye" in hotwords.mp3; with the hint it writes the product name.
+    clip = open(audio("hotwords.mp3"), "rb").read()
+    texts = []
+    for fields in ([], [("hotwords", "ComfyUI")]):
+        body, ctype = multipart([("model", "whisper-1"), ("response_format", "text"), *fields],
+                                [("file", "hotwords.mp3", clip)])
+        status, _, out = post(server, body, ctype)
+        assert status == 200, out
+        texts.append(out.decode())
+    assert "ComfyUI" not in texts[0] and "ComfyUI" in texts[1], texts
+
+
+def wav_bytes(samples):
+    """16 kHz mono 16-bit PCM WAV of float samples in [-1, 1]."""
+    import struct
+    pcm = b"".join(struct.pack("<h", max(-32768, min(32767, int(round(x * 32767))))) for x in samples)
+    return (b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " +
+            struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16) + b"data" +
+            struct.pack("<I", len(pcm)) + pcm)
+
+
+def test_vad_gate_skips_whisper_on_silence(server):
+    import random
+    rng = random.Random(0)
+    noise = wav_bytes([rng.gauss(0, 10 ** (-50 / 20)) for _ in range(16000 * 3)])  # -50 dBFS
+    before = server.metrics()
+    body, ctype = multipart([("model", "whisper-1")], [("file", "noise.wav", noise)])
+    status, _, out = post(server, body, ctype)
+    assert status == 200 and json.loads(out)["text"] == "", out
+    after = server.metrics()
+    assert after["parley_vad_skipped_total"] == before["parley_vad_skipped_total"] + 1
+    assert after["parley_whisper_encoder_runs_total"] == before["parley_whisper_encoder_runs_total"]
+    assert after["parley_whisper_decoder_runs_total"] == before["parley_whisper_decoder_runs_total"]
+    # vad=false: the same audio goes to Whisper.
+    body, ctype = multipart([("model", "whisper-1"), ("vad", "false")],
+                            [("file", "noise.wav", noise)])
+    status, _, out = post(server, body, ctype)
+    assert status == 200, out
+    assert server.metrics()["parley_whisper_encoder_runs_total"] > \
+        after["parley_whisper_encoder_runs_total"]
+    still_serves(server)
 
 
 def test_stream_disconnect_cancels(make_server):
