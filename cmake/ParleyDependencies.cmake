@@ -21,11 +21,21 @@ endif()
 message(STATUS "parley: CPU GEMM provider ${PARLEY_GEMM_PROVIDER}")
 
 if(PARLEY_CUDA)
-  enable_language(CUDA)
-  find_package(CUDAToolkit REQUIRED)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  # The kernels need sm_80 or newer (mma.sync m16n8k16, cp.async, ldmatrix): unless the user
+  # names architectures (-DCMAKE_CUDA_ARCHITECTURES or $CUDAARCHS), build for sm_90 (H100 /
+  # H200), not for nvcc's own default (sm_52 or sm_75, which these kernels cannot target).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+    string(REGEX MATCH "^[0-9]+" arch_number "${arch}")
+    if(arch_number AND arch_number LESS 80)
+      message(FATAL_ERROR "parley's CUDA kernels need sm_80 or newer; "
+                          "CMAKE_CUDA_ARCHITECTURES is '${CMAKE_CUDA_ARCHITECTURES}'")
+    endif()
+  endforeach()
   # CMake < 3.26 knows no C++20 flag for nvcc ("requires the language dialect CUDA20").
   if(CMAKE_VERSION VERSION_LESS 3.26)
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION -std=c++20)

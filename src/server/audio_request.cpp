@@ -224,10 +224,17 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
   }
   if (const auto it = f.find("include"); it != f.end()) {
     for (const auto& v : it->second) {
-      if (v == "logprobs") throw ApiException(not_yet("include[]=logprobs", "include"));
+      if (v == "logprobs") {
+        r.logprobs = true;
+        continue;
+      }
       throw ApiException(bad_request("[request] unknown 'include[]' value '" + v + "'", "include",
                                      "invalid_value"));
     }
+  }
+  if (r.logprobs && !r.stream && r.response_format != "json") {
+    throw ApiException(bad_request("[request] include[]=logprobs needs response_format=json",
+                                   "include", "invalid_value"));
   }
   if (const auto v = single(f, "chunking_strategy"); v && *v != "auto" && *v != "\"auto\"") {
     // {"type": "server_vad", ...} would cut the audio at the VAD's silences; parley's VAD
@@ -301,6 +308,7 @@ TranscribeOptions transcribe_options(const AudioRequest& r) {
   o.beam_size = r.beam_size > 1 ? r.beam_size : 0;
   o.hotwords = r.hotwords;
   o.word_timestamps = r.word_timestamps;
+  o.token_logprobs = r.logprobs;
   return o;
 }
 

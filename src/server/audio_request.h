@@ -28,6 +28,7 @@ struct AudioRequest {
   bool stream = false;
   bool segment_timestamps = false;  // timestamp_granularities[] contained "segment"
   bool word_timestamps = false;     // timestamp_granularities[] contained "word"
+  bool logprobs = false;            // include[] contained "logprobs"
   // parley's extra fields (docs/SERVER.md).
   int beam_size = 0;                    // 0 or 1: greedy; > 1: beam search at temperature 0
   std::optional<std::string> hotwords;  // vocabulary hints (TranscribeOptions::hotwords)

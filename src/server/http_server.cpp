@@ -57,7 +57,8 @@ struct Outcome {
   std::string body;          // response body (non-streaming) or the transcript text
   std::string content_type;  // for body
   ApiError error;
-  std::string error_kind;  // for parley_errors_total
+  std::string error_kind;   // for parley_errors_total
+  nlohmann::json logprobs;  // streaming with include[]=logprobs: for transcript.text.done
 };
 
 Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::exception_ptr ep,
@@ -80,6 +81,10 @@ Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::
   o.ok = true;
   if (req.stream) {
     o.body = result->text;
+    if (req.logprobs) {
+      o.logprobs = nlohmann::json::parse(
+          format_transcript(*result, OutputFormat::json, TranscriptInfo{}))["logprobs"];
+    }
   } else if (req.response_format == "text") {
     // OpenAI's text format is the transcript itself, not one line per segment.
     o.body = strip(result->text) + "\n";
@@ -370,7 +375,9 @@ class Session : public std::enable_shared_from_this<Session> {
       out_.push_back("event: error\n" + sse_event(nlohmann::json::parse(o.error.to_json())));
     } else if (streaming_) {
       if (!headers_sent_) send_sse_headers();
-      out_.push_back(sse_event({{"type", "transcript.text.done"}, {"text", o.body}}));
+      nlohmann::json done{{"type", "transcript.text.done"}, {"text", o.body}};
+      if (!o.logprobs.is_null()) done["logprobs"] = std::move(o.logprobs);
+      out_.push_back(sse_event(done));
       st_.metrics.count_request(route_, 200);
     } else {
       st_.metrics.count_request(route_, 200);

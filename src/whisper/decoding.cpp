@@ -186,6 +186,33 @@ void greedy_update(Rows& rows, std::span<const std::vector<float>> logits, const
   }
 }
 
+// The log-probability of each of `tokens` after `initial` under the filtered logits of its
+// position: one decoder pass over initial + tokens (the last token's own output is not
+// needed), then the filters applied to each row with the tokens before it, as during the
+// search.
+std::vector<float> score_tokens(LogitsSource& source,
+                                std::span<const std::unique_ptr<LogitFilter>> filters,
+                                const std::vector<int32_t>& initial,
+                                const std::vector<int32_t>& tokens) {
+  std::vector<float> out;
+  if (tokens.empty()) return out;
+  std::vector<int32_t> seq = initial;
+  seq.insert(seq.end(), tokens.begin(), tokens.end() - 1);
+  source.reset();
+  const Tensor logits = source.decode(seq);
+  source.reset();
+  std::vector<int32_t> prefix = initial;
+  std::vector<float> row;
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const auto r = row_of(logits, int64_t(initial.size() + k) - 1);
+    row.assign(r.begin(), r.end());
+    for (const auto& f : filters) f->apply(row, prefix);
+    out.push_back(float(double(row[size_t(tokens[k])]) - logsumexp(row)));
+    prefix.push_back(tokens[k]);
+  }
+  return out;
+}
+
 }  // namespace
 
 DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& tokenizer,
@@ -296,6 +323,9 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   }
   const size_t best = rank_candidates(lengths, sums, options.length_penalty);
   result.tokens = std::move(cands[best].tokens);
+  if (options.token_logprobs) {
+    result.token_logprobs = score_tokens(source, filters, initial, result.tokens);
+  }
   if (options.on_token && !stream) {
     for (int32_t t : result.tokens) options.on_token(t);
     options.on_token(eot);

@@ -132,6 +132,8 @@ struct DecodingOptions {
   // Polled before every decoder step; when it returns true decoding throws
   // Error(cancelled).
   std::function<bool()> cancelled;
+  // Fill DecodingResult::token_logprobs (one more decoder pass over the chosen tokens).
+  bool token_logprobs = false;
 };
 
 struct DecodingResult {
@@ -142,6 +144,11 @@ struct DecodingResult {
   float no_speech_prob = 0;     // P(<|nospeech|>) at the <|startoftranscript|> position
   float temperature = 0;
   float compression_ratio = 0;  // utf-8 bytes of text / zlib-compressed bytes
+  // With DecodingOptions::token_logprobs: per entry of `tokens`, its log-probability under
+  // the filtered logits of its position (log-softmax over the vocabulary, temperature 1),
+  // from one teacher-forced decoder pass over the chosen sequence (so also for beam search
+  // and sampling); empty otherwise.
+  std::vector<float> token_logprobs;
 };
 
 struct LanguageDetection {

@@ -169,7 +169,21 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
     case OutputFormat::txt:
       for (const auto& s : result.segments) out += strip(s.text) + "\n";
       return out;
-    case OutputFormat::json: return nlohmann::json{{"text", json_text(result.text)}}.dump() + "\n";
+    case OutputFormat::json: {
+      nlohmann::json doc{{"text", json_text(result.text)}};
+      if (!result.logprobs.empty()) {
+        // OpenAI's include[]=logprobs shape: token text, log-probability, raw bytes.
+        nlohmann::json logprobs = nlohmann::json::array();
+        for (const TokenLogprob& t : result.logprobs) {
+          nlohmann::json bytes = nlohmann::json::array();
+          for (const char c : t.bytes) bytes.push_back(int(static_cast<unsigned char>(c)));
+          logprobs.push_back(
+              {{"token", json_text(t.bytes)}, {"logprob", t.logprob}, {"bytes", bytes}});
+        }
+        doc["logprobs"] = std::move(logprobs);
+      }
+      return doc.dump() + "\n";
+    }
     case OutputFormat::verbose_json: {
       nlohmann::json segments = nlohmann::json::array();
       nlohmann::json words = nlohmann::json::array();

@@ -31,6 +31,8 @@ struct Segment {
   float compression_ratio = 0;
   float no_speech_prob = 0;
   std::vector<Word> words;  // filled only with word timestamps on
+  // With TranscribeOptions::token_logprobs: the log-probability of each entry of `tokens`.
+  std::vector<float> token_logprobs;
 };
 
 // A piece of a window's tokens: [begin, end) and its time span in seconds.

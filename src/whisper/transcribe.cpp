@@ -191,6 +191,7 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   if (o.prefix) decode.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
   if (o.hotwords) decode.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
   decode.on_token = o.on_token;
+  decode.token_logprobs = o.token_logprobs;
   decode.cancelled = o.cancelled;
 
   std::vector<int32_t> all_tokens;
@@ -249,6 +250,10 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
       s.end = slice.end_time;
       s.tokens.assign(result.tokens.begin() + int64_t(slice.begin),
                       result.tokens.begin() + int64_t(slice.end));
+      if (!result.token_logprobs.empty()) {
+        s.token_logprobs.assign(result.token_logprobs.begin() + int64_t(slice.begin),
+                                result.token_logprobs.begin() + int64_t(slice.end));
+      }
       std::vector<int32_t> text_tokens;
       for (int32_t t : s.tokens) {
         if (t < tokenizer.eot()) text_tokens.push_back(t);
@@ -277,6 +282,12 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
         s.text.clear();
         s.tokens.clear();
         s.words.clear();
+        s.token_logprobs.clear();
+      }
+      for (size_t i = 0; i < s.token_logprobs.size(); ++i) {
+        if (s.tokens[i] < tokenizer.eot()) {
+          out.logprobs.push_back({tokenizer.token_bytes(s.tokens[i]), s.token_logprobs[i]});
+        }
       }
       all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
       if (o.on_segment) o.on_segment(s);

@@ -78,6 +78,9 @@ struct TranscribeOptions {
   // Word timestamps (timing.h): fills Segment::words, moves segment times to the words and
   // the seek to the last word's end, as the reference's word_timestamps=True.
   bool word_timestamps = false;
+  // Fill TranscribeResult::logprobs (OpenAI's include[]=logprobs): one more decoder pass per
+  // window over its chosen tokens (DecodingOptions::token_logprobs).
+  bool token_logprobs = false;
   // Punctuation merged into neighbouring words, alignment heads (see timing.h defaults).
   WordTimestampOptions word_options;
   // With word_timestamps: skip silences longer than this many seconds around a possible
@@ -95,10 +98,19 @@ struct TranscribeOptions {
   std::function<bool()> cancelled;
 };
 
+// One text token of the transcript and its log-probability (OpenAI's logprobs entry).
+struct TokenLogprob {
+  std::string bytes;  // the token's bytes (a piece of UTF-8, possibly not a whole character)
+  float logprob = 0;
+};
+
 struct TranscribeResult {
   std::string text;  // every segment's text, joined, without the initial prompt
   std::vector<Segment> segments;
   std::string language;
+  // With TranscribeOptions::token_logprobs: every text token of `segments`, in order
+  // (timestamps and other special tokens left out).
+  std::vector<TokenLogprob> logprobs;
 };
 
 // 16 kHz mono samples -> transcript.

@@ -109,6 +109,19 @@ def test_translation_srt(client):
     assert srt.splitlines()[0] == "1"
 
 
+def test_logprobs(client):
+    with open_audio("jfk.wav") as f:
+        t = client.audio.transcriptions.create(model="whisper-1", file=f, include=["logprobs"])
+    assert t.logprobs, t
+    # The tokens spell the text; each has its bytes and a log-probability <= 0, and the
+    # clearly spoken clip is mostly confident.
+    assert "".join(lp.token for lp in t.logprobs) == t.text
+    # (the SDK types bytes as floats)
+    assert all(bytes(int(b) for b in lp.bytes).decode() == lp.token for lp in t.logprobs)
+    assert all(lp.logprob <= 0 for lp in t.logprobs)
+    assert sum(lp.logprob for lp in t.logprobs) / len(t.logprobs) > -1.0
+
+
 def test_word_timestamps(client):
     with open_audio("jfk.wav") as f:
         t = client.audio.transcriptions.create(model="whisper-1", file=f,

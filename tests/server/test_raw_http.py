@@ -114,8 +114,7 @@ def test_unknown_field(server):
     assert status == 400 and error_of(out)["param"] == "language"
 
 
-@pytest.mark.parametrize("field,value", [
-    ("include[]", "logprobs"), ("chunking_strategy", '{"type": "server_vad"}')])
+@pytest.mark.parametrize("field,value", [("chunking_strategy", '{"type": "server_vad"}')])
 def test_extras_not_supported_yet(server, field, value):
     body, ctype = multipart([("model", "whisper-1"), (field, value)], [("file", "a.wav", ENGLISH)])
     status, _, out = post(server, body, ctype)
@@ -343,6 +342,17 @@ def test_temperature_above_zero_samples(server):
                                 [("file", "english.wav", ENGLISH)])
         status, _, out = post(server, body, ctype)
         assert status == 400 and error_of(out)["param"] == "temperature"
+
+
+def test_logprobs_need_json(server):
+    body, ctype = multipart([("model", "whisper-1"), ("include[]", "logprobs"),
+                             ("response_format", "srt")], [("file", "english.wav", ENGLISH)])
+    status, _, out = post(server, body, ctype)
+    assert status == 400 and error_of(out)["param"] == "include"
+    body, ctype = multipart([("model", "whisper-1"), ("include[]", "tokens")],
+                            [("file", "english.wav", ENGLISH)])
+    status, _, out = post(server, body, ctype)
+    assert status == 400 and error_of(out)["param"] == "include"
 
 
 def test_beam_size(server):

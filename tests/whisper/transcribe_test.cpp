@@ -586,5 +586,43 @@ TEST(TranscribeReal, SampledTranscriptDependsOnlyOnTheSeed) {
   EXPECT_TRUE(differs);  // at T = 1 tiny.en's choices spread
 }
 
+TEST(TranscribeReal, TokenLogprobsAddUpToTheWindowsScore) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  const auto model = WhisperModel::load(model_dir());
+  WhisperSession session(model);
+  const auto& tok = english();
+  const auto samples = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  TranscribeOptions o;
+  o.token_logprobs = true;
+  const TranscribeResult r = transcribe(session, tok, samples, o);
+  // One entry per text token, in order, spelling the transcript.
+  std::string joined;
+  size_t n_text = 0, n_all = 0;
+  double sum = 0;
+  for (const auto& s : r.segments) {
+    ASSERT_EQ(s.token_logprobs.size(), s.tokens.size());
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      EXPECT_LE(s.token_logprobs[i], 0.0f);
+      sum += s.token_logprobs[i];
+      ++n_all;
+      n_text += s.tokens[i] < tok.eot();
+    }
+  }
+  ASSERT_EQ(r.logprobs.size(), n_text);
+  for (const auto& t : r.logprobs) joined += t.bytes;
+  EXPECT_EQ(joined, r.text);
+  // avg_logprob is (sum over the sampled tokens + <|endoftext|>'s) / (n + 1): the tokens'
+  // own log-probabilities add up to it, less <|endoftext|>'s (<= 0), up to fp32 noise.
+  const double window = double(r.segments[0].avg_logprob) * double(n_all + 1);
+  EXPECT_GE(sum, window - 1e-3);
+  EXPECT_LT(sum - window, 0.5);
+  // Without the option nothing is scored.
+  const TranscribeResult plain = transcribe(session, tok, samples, TranscribeOptions{});
+  EXPECT_TRUE(plain.logprobs.empty());
+  EXPECT_TRUE(plain.segments[0].token_logprobs.empty());
+}
+
 }  // namespace
 }  // namespace parley
