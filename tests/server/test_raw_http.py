@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import JFK, Server, audio, error_of, multipart, normalized, wait_for
+from conftest import JFK, audio, error_of, multipart, normalized, wait_for
 
 ENGLISH = open(audio("english.wav"), "rb").read()
 TRANSCRIBE = "/v1/audio/transcriptions"
@@ -28,6 +28,16 @@ def post(server, body, ctype, path=TRANSCRIBE, headers=None):
     h = {"Content-Type": ctype}
     h.update(headers or {})
     return server.request("POST", path, body, h)
+
+
+def raw_post(server, body, ctype, timeout=None, length=None):
+    """Opens a socket and sends a transcription POST with BODY (Content-Length: LENGTH, by
+    default len(BODY)) on it; returns the open socket."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+                  f"Content-Length: {len(body) if length is None else length}\r\n\r\n").encode()
+                 + body)
+    return sock
 
 
 @pytest.mark.parametrize("case", [
@@ -177,9 +187,7 @@ def test_oversize_body(make_server):
     s = make_server("--max-body-mb", "1", "--workers", "1")
     # Announce 3 MB, send only the start: the limit is enforced from Content-Length.
     body, ctype = multipart([("model", "whisper-1")], [("file", "big.wav", b"\0" * (3 << 20))])
-    sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
-    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:65536])
+    sock = raw_post(s, body[:65536], ctype, timeout=30, length=len(body))
     reply = b""
     while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
         chunk = sock.recv(65536)
@@ -230,9 +238,7 @@ def test_disconnect_cancels(make_server):
     # 60 s of audio: about half a minute of work on 2 cores, unless it is cancelled.
     body, ctype = multipart([("model", "whisper-1")],
                             [("file", "m.mp3", open(audio("multilingual.mp3"), "rb").read())])
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    sock = raw_post(s, body, ctype)
     assert wait_for(lambda: s.metrics()["parley_requests_running"] == 1, 30)
     time.sleep(0.5)
     sock.close()
@@ -316,9 +322,7 @@ def test_short_request_not_blocked_by_long(make_server):
     s = make_server("--workers", "2")
     body, ctype = multipart([("model", "whisper-1")],
                             [("file", "m.mp3", open(audio("multilingual.mp3"), "rb").read())])
-    sock = socket.create_connection(("127.0.0.1", s.port))
-    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    sock = raw_post(s, body, ctype)
     assert wait_for(lambda: s.metrics()["parley_requests_running"] == 1, 30)
     still_serves(s)
     m = s.metrics()
@@ -414,9 +418,7 @@ def test_stream_disconnect_cancels(make_server):
     s = make_server("--workers", "1")
     body, ctype = multipart([("model", "whisper-1"), ("stream", "true")],
                             [("file", "m.mp3", open(audio("multilingual.mp3"), "rb").read())])
-    sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
-    sock.sendall((f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    sock = raw_post(s, body, ctype, timeout=60)
     got = b""
     while b"transcript.text.delta" not in got:  # the first delta: decoding is under way
         chunk = sock.recv(4096)
