@@ -22,22 +22,18 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REF = os.path.join(ROOT, "tools", "reference", "faster_whisper_reference.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_common import REF_DIR, SKIP, transcribe_json  # noqa: E402
+
+REF = os.path.join(REF_DIR, "faster_whisper_reference.py")
 CLIPS = ["jfk.wav", "jfk.mp3", "jfk.flac", "english.wav", "stereo_diarization.wav",
          "hotwords.mp3"]
 
 
 def run_parley(parley, model_dir, path, out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir,
-                    # the reference side runs temperature 0 without fallback
-                    "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    with open(os.path.join(out_dir, stem + ".json")) as f:
-        return json.load(f)
+    return transcribe_json(parley, model_dir, path, out_dir,
+                           # the reference side runs temperature 0 without fallback
+                           ["--temperature", "0", "--temperature-increment-on-fallback", "none"])
 
 
 def compare(clip, ref, got, tol):

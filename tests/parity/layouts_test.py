@@ -33,17 +33,10 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TO_LAYOUTS = os.path.join(ROOT, "tools", "reference", "to_layouts.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_common import REF_DIR, SKIP, sha256, synth_model, transcribe_json  # noqa: E402
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+TO_LAYOUTS = os.path.join(REF_DIR, "to_layouts.py")
 
 
 def convert(src, weights_file, kind, args, cache_dir, vocab_dir):
@@ -71,19 +64,6 @@ def convert(src, weights_file, kind, args, cache_dir, vocab_dir):
     return os.path.join(out, "ggml-model.bin") if args[0] == "ggml" else out
 
 
-def synth_model(parley, shape, cache_dir, vocab):
-    # Not the openai synth test's folder: ctest -j may run both at once.
-    d = os.path.join(cache_dir, f"layouts-synth-whisper-{shape}-seed0")
-    if not os.path.exists(os.path.join(d, "model.safetensors")):
-        tmp = d + ".tmp"
-        subprocess.run([parley, "synth", "whisper", "--shape", shape, "--seed", "0", "-o", tmp,
-                        "--vocab", vocab], check=True, stdout=subprocess.DEVNULL)
-        if os.path.exists(d):
-            shutil.rmtree(d)
-        os.replace(tmp, d)
-    return d
-
-
 def run(parley, model, clip, work, tag, language):
     """(layout, segments, logits) of one model on the clip."""
     import numpy as np
@@ -92,14 +72,10 @@ def run(parley, model, clip, work, tag, language):
     info = json.loads(subprocess.run([parley, "inspect", model, "--json", "--limit", "1"],
                                      check=True, capture_output=True, text=True).stdout)
     out_dir = os.path.join(work, tag)
-    os.makedirs(out_dir, exist_ok=True)
-    subprocess.run([parley, "transcribe", clip, "--model", model, "-f", "verbose_json", "-o",
-                    out_dir, *lang,
-                    # greedy only: the same one decode per window in every layout
-                    "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
-    stem = os.path.splitext(os.path.basename(clip))[0]
-    with open(os.path.join(out_dir, stem + ".json")) as f:
-        segments = json.load(f)["segments"]
+    segments = transcribe_json(parley, model, clip, out_dir, [
+        *lang,
+        # greedy only: the same one decode per window in every layout
+        "--temperature", "0", "--temperature-increment-on-fallback", "none"])["segments"]
     npy = os.path.join(out_dir, "logits.npy")
     subprocess.run([parley, "whisper", "dump", "--model", model, "--audio", clip, "--what",
                     "logits", "--out", npy, *lang], check=True, stdout=subprocess.DEVNULL)
@@ -161,8 +137,10 @@ def main():
     os.makedirs(args.cache_dir, exist_ok=True)
     t0 = time.time()
     real = args.model_dir
-    synth = synth_model(args.parley, args.synth_shape, args.cache_dir,
-                        os.path.join(vocab_dir, "multilingual.tiktoken"))
+    # Not the openai synth test's folder: ctest -j may run both at once.
+    synth = synth_model(args.parley, args.synth_shape, 0,
+                        os.path.join(vocab_dir, "multilingual.tiktoken"), args.cache_dir,
+                        prefix="layouts-synth-whisper")
     # (name, source, source weights, converter args, expected layout, exact logits, language)
     cases = [
         ("tiny.en -> mlx safetensors f16", real, "model.bin", ["mlx", "--dtype", "float16"],

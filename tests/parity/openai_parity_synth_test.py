@@ -35,25 +35,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_parity_test import (REF_DIR, compare, deep_compare, has_dump, run_parley,  # noqa: E402
                                 run_reference, sha256, skip)
+from parity_common import synth_model  # noqa: E402,F401
 
 CLIPS = ["jfk.wav", "jfk.mp3", "jfk.flac", "multilingual.mp3", "french.aiff",
          "stereo_diarization.wav"]
-
-
-def synth_model(parley, shape, seed, vocab, cache_dir):
-    d = os.path.join(cache_dir, f"synth-whisper-{shape}-seed{seed}")
-    if not all(os.path.exists(os.path.join(d, f)) for f in ("config.json", "model.safetensors",
-                                                              "tokenizer.json")):
-        t = time.time()
-        tmp = d + ".tmp"
-        subprocess.run([parley, "synth", "whisper", "--shape", shape, "--seed", str(seed),
-                        "-o", tmp, "--vocab", vocab], check=True, stdout=subprocess.DEVNULL)
-        if os.path.exists(d):
-            import shutil
-            shutil.rmtree(d)
-        os.replace(tmp, d)
-        print(f"synthesized {shape} seed {seed} -> {d} in {time.time() - t:.1f}s")
-    return d
 
 
 def checkpoint_for_hf(model_dir, cache_dir):

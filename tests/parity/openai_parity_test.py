@@ -16,7 +16,6 @@ the binary has that command.
 """
 import argparse
 import concurrent.futures
-import hashlib
 import json
 import os
 import subprocess
@@ -24,9 +23,8 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REF_DIR = os.path.join(ROOT, "tools", "reference")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_common import REF_DIR, sha256, skip, transcribe_json  # noqa: E402
 CLIPS = ["jfk.wav", "jfk.mp3", "jfk.flac", "english.wav", "stereo_diarization.wav",
          "hotwords.mp3"]
 # Same tokens should mean the same numbers up to float summation order.
@@ -34,19 +32,6 @@ TOL_LOGPROB = 2e-3
 TOL_NOSPEECH = 2e-3
 TOL_RATIO = 1e-4
 TOL_TIME = 1e-6
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(SKIP)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def checkpoint_for(model_dir, cache_dir):
@@ -80,13 +65,8 @@ GREEDY_ONLY = ["--temperature", "0", "--temperature-increment-on-fallback", "non
 
 
 def run_parley(parley, model_dir, path, out_dir, language=None, extra=GREEDY_ONLY):
-    os.makedirs(out_dir, exist_ok=True)
     lang = ["--language", language] if language else []
-    subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir, *lang, *extra], check=True, stdout=subprocess.DEVNULL)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    with open(os.path.join(out_dir, stem + ".json")) as f:
-        return json.load(f)
+    return transcribe_json(parley, model_dir, path, out_dir, [*lang, *extra])
 
 
 def has_dump(parley):

@@ -30,7 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_parity_test import REF_DIR, checkpoint_for, skip  # noqa: E402
-from openai_parity_synth_test import checkpoint_for_hf, synth_model  # noqa: E402
+from openai_parity_synth_test import checkpoint_for_hf  # noqa: E402
+from parity_common import synth_model, transcribe_json  # noqa: E402
 
 
 def run_reference(ckpt, paths, language, heads, threshold, sample_len):
@@ -49,9 +50,7 @@ def run_reference(ckpt, paths, language, heads, threshold, sample_len):
 
 
 def run_parley(parley, model_dir, path, out_dir, language, threshold, sample_len):
-    os.makedirs(out_dir, exist_ok=True)
-    cmd = [parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json", "-o",
-           out_dir, "--word-timestamps",
+    cmd = ["--word-timestamps",
            # the reference runs temperature=0.0 only (openai_words_reference.py)
            "--temperature", "0", "--temperature-increment-on-fallback", "none"]
     if sample_len:
@@ -60,10 +59,7 @@ def run_parley(parley, model_dir, path, out_dir, language, threshold, sample_len
         cmd += ["--language", language]
     if threshold is not None:
         cmd += ["--hallucination-silence-threshold", str(threshold)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    with open(os.path.join(out_dir, stem + ".json")) as f:
-        return json.load(f)
+    return transcribe_json(parley, model_dir, path, out_dir, cmd)
 
 
 def compare(ref, got, tol_time, tol_prob):

@@ -21,27 +21,15 @@ Exits 77 (ctest SKIP_RETURN_CODE) when transformers / torch / openai-whisper are
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-SKIP = 77
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REF = os.path.join(ROOT, "tools", "reference", "transformers_reference.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_common import REF_DIR, SKIP, synth_model, transcribe_json  # noqa: E402
 
-
-def synth_model(parley, shape, cache_dir, vocab):
-    d = os.path.join(cache_dir, f"transformers-synth-whisper-{shape}-seed0")
-    if not os.path.exists(os.path.join(d, "model.safetensors")):
-        tmp = d + ".tmp"
-        subprocess.run([parley, "synth", "whisper", "--shape", shape, "--seed", "0", "-o", tmp,
-                        "--vocab", vocab], check=True, stdout=subprocess.DEVNULL)
-        if os.path.exists(d):
-            shutil.rmtree(d)
-        os.replace(tmp, d)
-    return d
+REF = os.path.join(REF_DIR, "transformers_reference.py")
 
 
 def main():
@@ -71,18 +59,16 @@ def main():
         return SKIP
     t0 = time.time()
     os.makedirs(args.cache_dir, exist_ok=True)
-    model = synth_model(args.parley, args.shape, args.cache_dir,
-                        os.path.join(args.data_dir, "whisper", "multilingual.tiktoken"))
+    model = synth_model(args.parley, args.shape, 0,
+                        os.path.join(args.data_dir, "whisper", "multilingual.tiktoken"),
+                        args.cache_dir, prefix="transformers-synth-whisper")
     failures = []
     with tempfile.TemporaryDirectory(prefix="parley-hf-") as work:
         lang = ["--language", "en"]
-        subprocess.run([args.parley, "transcribe", clip, "--model", model, "-f", "verbose_json",
-                        "-o", work, *lang,
-                        # generate() is greedy: no temperature fallback
-                        "--temperature", "0", "--temperature-increment-on-fallback", "none"], check=True, stdout=subprocess.DEVNULL)
-        stem = os.path.splitext(os.path.basename(clip))[0]
-        with open(os.path.join(work, stem + ".json")) as f:
-            segments = json.load(f)["segments"]
+        segments = transcribe_json(args.parley, model, clip, work, [
+            *lang,
+            # generate() is greedy: no temperature fallback
+            "--temperature", "0", "--temperature-increment-on-fallback", "none"])["segments"]
         # The first window's sampled tokens as its segments hold them (a trailing part after
         # the last timestamp pair may be cut off, so this is a prefix of the sampled ones).
         sampled = [t for s in segments if s["seek"] == 0 for t in s["tokens"]]

@@ -20,9 +20,10 @@ import subprocess
 import sys
 import time
 
-SKIP = 77
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_common import REF_DIR, skip  # noqa: E402
+
+sys.path.insert(0, REF_DIR)
 
 V62 = "vad/silero_vad_v6.2.onnx"
 V512 = "vad/silero_vad_v5.1.2.onnx"
@@ -51,11 +52,6 @@ CASES = {
     "multilingual-16k-split": ("audio/multilingual.mp3", 16000, V62, OPTS_B),
     "jfk-8k-split": ("audio/jfk.wav", 8000, V62, OPTS_B),
 }
-
-
-def skip(msg):
-    print(f"SKIP: {msg}")
-    sys.exit(SKIP)
 
 
 def run_parley(binary, audio, model, rate, opts):
