@@ -29,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_parity_test import REF_DIR, checkpoint_for, skip  # noqa: E402
+from parity_common import transcribe_json  # noqa: E402
 
 GREEDY = {"temperature": 0.0}
 GREEDY_FLAGS = ["--temperature", "0", "--temperature-increment-on-fallback", "none"]
@@ -92,12 +93,8 @@ SYNTH_CASES = {
 
 
 def run_parley(parley, model_dir, path, out_dir, flags, threads=None):
-    os.makedirs(out_dir, exist_ok=True)
     extra = ["--threads", str(threads)] if threads else []
-    subprocess.run([parley, "transcribe", path, "--model", model_dir, "-f", "verbose_json",
-                    "-o", out_dir, *flags, *extra], check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0] + ".json")) as f:
-        return json.load(f)
+    return transcribe_json(parley, model_dir, path, out_dir, [*flags, *extra])
 
 
 def compare(ref, got):
