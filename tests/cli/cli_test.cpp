@@ -112,9 +112,7 @@ TEST(Cli, InspectOfATruncatedFileIsAnInvalidArgumentNamingTheFile) {
 namespace {
 
 TEST(Cli, InspectWithoutPathReadsTheDefaultTinyEn) {
-  const char* home = std::getenv("HOME");
-  const std::string dir =
-      std::string(home ? home : ".") + "/.local/share/parley/models/whisper-tiny.en";
+  const std::string dir = parley_test::default_tiny_en_dir();
   if (std::getenv("PARLEY_HOME") || !std::filesystem::exists(dir + "/model.bin"))
     GTEST_SKIP() << "default model not at " << dir << " (scripts/setup.sh installs it)";
   auto r = run_parley("inspect --json");

@@ -17,9 +17,7 @@ const std::string kJfk = std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav";
 const std::string kHotwords = std::string(PARLEY_TEST_DATA) + "/audio/hotwords.mp3";
 
 bool model_present() {
-  const char* home = std::getenv("HOME");
-  return std::filesystem::exists(std::string(home ? home : ".") +
-                                 "/.local/share/parley/models/whisper-tiny.en/model.bin");
+  return std::filesystem::exists(parley_test::default_tiny_en_dir() + "/model.bin");
 }
 
 TEST(DecodingFlags, BadValuesAreInvalidArguments) {

@@ -15,6 +15,13 @@
 
 namespace parley_test {
 
+// Where `parley` looks for tiny.en when --model is not given and neither PARLEY_HOME nor
+// XDG_DATA_HOME is set (default_model.cpp): scripts/setup.sh installs it there.
+inline std::string default_tiny_en_dir() {
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.local/share/parley/models/whisper-tiny.en";
+}
+
 struct RunResult {
   int exit_code;       // -1 when killed by a signal (a crash)
   std::string output;  // stdout, and stderr too unless separated

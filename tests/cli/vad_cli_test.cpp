@@ -23,17 +23,13 @@
 namespace {
 
 namespace fs = std::filesystem;
+using parley_test::default_tiny_en_dir;
 using parley_test::run_parley;
 using testing::HasSubstr;
 
 const std::string kData = PARLEY_TEST_DATA;
 const std::string kJfk = kData + "/audio/jfk.wav";
 const std::string kV62 = kData + "/vad/silero_vad_v6.2.onnx";
-
-std::string tiny_en_dir() {
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.local/share/parley/models/whisper-tiny.en";
-}
 
 // A 16 kHz mono PCM s16 WAV of `samples` (clipped to [-1, 1)).
 std::string write_wav(const std::string& name, const std::vector<float>& samples) {
@@ -144,18 +140,19 @@ TEST(VadGateCli, NoSpeechNeverLoadsWhisper) {
 }
 
 TEST(VadGateCli, RealModelRunsOnlyOnSpeech) {
-  if (!fs::exists(tiny_en_dir() + "/model.bin")) GTEST_SKIP() << "no tiny.en at " << tiny_en_dir();
+  if (!fs::exists(default_tiny_en_dir() + "/model.bin"))
+    GTEST_SKIP() << "no tiny.en at " << default_tiny_en_dir();
   std::string files;
   for (const auto& c : no_speech_cases()) files += " " + write_wav(c.name, c.samples);
   // Only silence: empty transcripts and zero encoder / decoder runs.
-  auto r = run_parley(
-      "transcribe --vad --vad-model " + kV62 + " --model " + tiny_en_dir() + " --run-stats" + files,
-      true);
+  auto r = run_parley("transcribe --vad --vad-model " + kV62 + " --model " + default_tiny_en_dir() +
+                          " --run-stats" + files,
+                      true);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("whisper runs: encoder 0, decoder 0"));
   EXPECT_EQ(r.output.find("-->"), std::string::npos) << r.output;
   // The same files followed by jfk.wav: Whisper runs for jfk only, text as before.
-  r = run_parley("transcribe --vad --vad-model " + kV62 + " --model " + tiny_en_dir() +
+  r = run_parley("transcribe --vad --vad-model " + kV62 + " --model " + default_tiny_en_dir() +
                      " --run-stats" + files + " " + kJfk,
                  true);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -163,7 +160,7 @@ TEST(VadGateCli, RealModelRunsOnlyOnSpeech) {
   EXPECT_THAT(r.err, HasSubstr("whisper runs: encoder 1, decoder "));
   EXPECT_THAT(r.err, testing::Not(HasSubstr("decoder 0\n")));
   // Without --vad, silence reaches Whisper (the counter sees it): the gate is what stops it.
-  r = run_parley("transcribe --model " + tiny_en_dir() + " --run-stats " +
+  r = run_parley("transcribe --model " + default_tiny_en_dir() + " --run-stats " +
                      write_wav("silence_nogate", std::vector<float>(16000 * 5, 0.0f)),
                  true);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -186,7 +183,8 @@ std::vector<float> read_wav_s16(const std::string& path) {
 }
 
 TEST(VadGateCli, FilterMapsTimesBackToTheFile) {
-  if (!fs::exists(tiny_en_dir() + "/model.bin")) GTEST_SKIP() << "no tiny.en at " << tiny_en_dir();
+  if (!fs::exists(default_tiny_en_dir() + "/model.bin"))
+    GTEST_SKIP() << "no tiny.en at " << default_tiny_en_dir();
   // 8 s of silence, jfk.wav (speech from about 0.3 s to 10.6 s), 8 s of silence.
   std::vector<float> audio(16000 * 8, 0.0f);
   const auto jfk = read_wav_s16(kJfk);
@@ -194,7 +192,7 @@ TEST(VadGateCli, FilterMapsTimesBackToTheFile) {
   audio.insert(audio.end(), size_t(16000 * 8), 0.0f);
   const std::string wav = write_wav("padded_jfk", audio);
   const auto r = run_parley("transcribe --vad-filter --vad-model " + kV62 + " --model " +
-                                tiny_en_dir() + " -f verbose_json " + wav,
+                                default_tiny_en_dir() + " -f verbose_json " + wav,
                             true);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.output);

@@ -21,26 +21,21 @@
 namespace {
 
 namespace fs = std::filesystem;
+using parley_test::default_tiny_en_dir;
 using parley_test::run_parley;
 using testing::HasSubstr;
 
 const std::string kJfk = std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav";
 constexpr const char* kJfkPhrase = "ask not what your country can do for you";
 
-// Where `parley` looks when --model is not given (default_model.cpp without PARLEY_HOME).
-std::string default_model_dir() {
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.local/share/parley/models/whisper-tiny.en";
-}
-
 bool default_model_present() {
   return !std::getenv("PARLEY_HOME") && !std::getenv("XDG_DATA_HOME") &&
-         fs::exists(default_model_dir() + "/model.bin");
+         fs::exists(default_tiny_en_dir() + "/model.bin");
 }
 
-#define SKIP_WITHOUT_MODEL()                                     \
-  if (!default_model_present())                                  \
-  GTEST_SKIP() << "default model not at " << default_model_dir() \
+#define SKIP_WITHOUT_MODEL()                                       \
+  if (!default_model_present())                                    \
+  GTEST_SKIP() << "default model not at " << default_tiny_en_dir() \
                << " (scripts/setup.sh installs it)"
 
 std::string read_file(const fs::path& p) {
@@ -199,8 +194,8 @@ TEST(WhisperCli, CorruptConfigJsonIsAnInvalidArgument) {
   SKIP_WITHOUT_MODEL();
   const fs::path dir = temp_dir("badconfig");
   for (const char* f : {"model.bin", "tokenizer.json", "vocabulary.txt"})
-    if (fs::exists(default_model_dir() + "/" + f))
-      fs::create_symlink(default_model_dir() + "/" + f, dir / f);
+    if (fs::exists(default_tiny_en_dir() + "/" + f))
+      fs::create_symlink(default_tiny_en_dir() + "/" + f, dir / f);
   std::ofstream(dir / "config.json") << "{\"alignment_heads\": [[1, 0], ";  // cut short
   expect_clean_error(run_parley("transcribe --model " + dir.string() + " " + kJfk, true), 2,
                      "config.json");

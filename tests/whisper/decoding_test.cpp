@@ -12,22 +12,15 @@
 #include "engine/error.h"
 #include "whisper/logit_filters.h"
 #include "whisper/tokenizer.h"
+#include "whisper/whisper_test_util.h"
 
 namespace parley {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using whisper_test::english;
+using whisper_test::multilingual;
 
-const WhisperTokenizer& english() {
-  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
-  return tok;
-}
-const WhisperTokenizer& multilingual() {
-  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken", true, 51865);
-  return tok;
-}
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 double logsumexp(const std::vector<float>& xs) {
   double m = -kInf;

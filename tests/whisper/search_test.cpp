@@ -19,15 +19,13 @@
 #include "whisper/sampling.h"
 #include "whisper/synth.h"
 #include "whisper/tokenizer.h"
+#include "whisper/whisper_test_util.h"
 
 namespace parley {
 namespace {
 
-const WhisperTokenizer& english() {
-  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
-  return tok;
-}
+using whisper_test::english;
+using whisper_test::model_dir;
 
 Tensor silent_mel() { return Tensor::zeros({80, 3000}, DType::f32); }
 
@@ -407,15 +405,6 @@ TEST(SamplingDecoding, TemperatureZeroIsArgmaxAndHigherSpreads) {
 }
 
 // ---------------------------------------------------------------- the real model's rows
-
-std::string model_dir() {
-#ifdef PARLEY_TEST_MODEL_DIR
-  return PARLEY_TEST_MODEL_DIR;
-#else
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.local/share/parley/models/whisper-tiny.en";
-#endif
-}
 
 float max_abs_row_diff(const Tensor& a, int64_t ra, const Tensor& b, int64_t rb) {
   const int64_t v = a.dim(1);

@@ -14,9 +14,13 @@
 #include "whisper/timing.h"
 #include "whisper/tokenizer.h"
 #include "whisper/transcribe.h"
+#include "whisper/whisper_test_util.h"
 
 namespace parley {
 namespace {
+
+using whisper_test::english;
+using whisper_test::multilingual;
 
 using Ints = std::vector<int32_t>;
 
@@ -103,17 +107,6 @@ TEST(MergePunctuations, ReferenceCases) {
                 {{"", {}}, {" \u00bfQu\u00e9?", {0, 1, 2}}, {"", {}}, {" ok", {3}}});
   // A word ending in a space takes nothing; " -" is prepended across the emptied entry.
   expect_merged({"a ", ".", " -", " x"}, {{"a ", {0}}, {".", {1}}, {"", {}}, {" - x", {2, 3}}});
-}
-
-const WhisperTokenizer& english() {
-  static const WhisperTokenizer t = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
-  return t;
-}
-const WhisperTokenizer& multilingual() {
-  static const WhisperTokenizer t = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken", true, 51865);
-  return t;
 }
 
 TEST(SplitToWordTokens, SpacesAndPunctuation) {

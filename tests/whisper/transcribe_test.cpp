@@ -15,15 +15,14 @@
 #include "engine/error.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
+#include "whisper/whisper_test_util.h"
 
 namespace parley {
 namespace {
 
-const WhisperTokenizer& english() {
-  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
-  return tok;
-}
+using whisper_test::english;
+using whisper_test::model_dir;
+using whisper_test::multilingual;
 
 // ---------------------------------------------------------------- cut_window
 
@@ -248,8 +247,7 @@ TEST(Transcribe, NoConditioningAndInitialPromptAndNoTimestamps) {
 }
 
 TEST(Transcribe, DetectsTheLanguageOnceFromThePaddedMel) {
-  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
-      std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken", true, 51865);
+  const WhisperTokenizer& tok = multilingual();
   const int32_t de = tok.language_token("de");
   const int32_t hallo = tok.encode(" Hallo")[0];
   // 10 s of audio; frame 2000 lies in the 30 s padding. Language detection sees the padded
@@ -478,15 +476,6 @@ TEST(TranscribeOptionsCheck, BadOptionsAreInvalidArguments) {
 }
 
 // ---------------------------------------------------------------- the real model
-
-std::string model_dir() {
-#ifdef PARLEY_TEST_MODEL_DIR
-  return PARLEY_TEST_MODEL_DIR;
-#else
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") + "/.local/share/parley/models/whisper-tiny.en";
-#endif
-}
 
 // Golden segments from faster-whisper 1.x on the same CTranslate2 model (fp32 compute),
 // whose greedy decoding follows openai/whisper's rules:

@@ -1,0 +1,28 @@
+// Shared pieces of the whisper tests: the test vocabularies as WhisperTokenizers, loaded
+// once per test binary (the English-only gpt2.tiktoken of tiny.en, 51864 entries, and
+// multilingual.tiktoken of tiny, 51865 entries), and where the real tiny.en model lives.
+#pragma once
+
+#include <string>
+
+#include "whisper/tokenizer.h"
+
+namespace parley::whisper_test {
+
+inline const WhisperTokenizer& english() {
+  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
+      std::string(PARLEY_TEST_DATA) + "/whisper/gpt2.tiktoken", false, 51864);
+  return tok;
+}
+
+inline const WhisperTokenizer& multilingual() {
+  static const WhisperTokenizer tok = WhisperTokenizer::from_tiktoken(
+      std::string(PARLEY_TEST_DATA) + "/whisper/multilingual.tiktoken", true, 51865);
+  return tok;
+}
+
+// The real tiny.en (CTranslate2) that scripts/setup.sh installs; tests/CMakeLists.txt sets
+// PARLEY_TEST_MODEL_DIR. Tests that need it skip when its model.bin is missing.
+inline std::string model_dir() { return PARLEY_TEST_MODEL_DIR; }
+
+}  // namespace parley::whisper_test
