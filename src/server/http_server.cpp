@@ -372,7 +372,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (o.cancelled) return close();
       if (!headers_sent_) return send_error(o.error, o.error_kind);
       st_.metrics.count_error(o.error_kind);
-      out_.push_back("event: error\n" + sse_event(nlohmann::json::parse(o.error.to_json())));
+      out_.push_back("event: error\ndata: " + o.error.to_json() + "\n\n");
     } else if (streaming_) {
       if (!headers_sent_) send_sse_headers();
       nlohmann::json done{{"type", "transcript.text.done"}, {"text", o.body}};
@@ -454,12 +454,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::seconds(5));
     drain_.resize(64 * 1024);
-    stream_.async_read_some(net::buffer(drain_),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
-                              self->drained_ += n;
-                              if (ec || self->drained_ > (256ull << 20)) return self->close();
-                              self->linger_close_continue();
-                            });
+    linger_close_continue();
   }
   void linger_close_continue() {
     stream_.async_read_some(net::buffer(drain_),

@@ -26,53 +26,55 @@ uint64_t resident_memory_bytes() {
   return 0;
 }
 
+namespace {
+
+// A metric family's "# HELP" and "# TYPE" lines.
+void header(std::ostream& o, const char* name, const char* type, const char* help) {
+  o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+}
+
+// A family with one unlabelled sample.
+template <typename T>
+void scalar(std::ostream& o, const char* name, const char* type, const char* help, T value) {
+  header(o, name, type, help);
+  o << name << " " << value << "\n";
+}
+
+}  // namespace
+
 std::string Metrics::render(const ServiceStats& s) const {
   std::ostringstream o;
   o.precision(10);
   {
     std::lock_guard lock(mu_);
-    o << "# HELP parley_requests_total HTTP requests answered, by route and status.\n"
-         "# TYPE parley_requests_total counter\n";
+    header(o, "parley_requests_total", "counter", "HTTP requests answered, by route and status.");
     for (const auto& [key, n] : requests_)
       o << "parley_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} "
         << n << "\n";
-    o << "# HELP parley_errors_total Failed requests, by error kind.\n"
-         "# TYPE parley_errors_total counter\n";
+    header(o, "parley_errors_total", "counter", "Failed requests, by error kind.");
     for (const auto& [kind, n] : errors_)
       o << "parley_errors_total{kind=\"" << kind << "\"} " << n << "\n";
   }
   const double rtf = s.audio_seconds > 0 ? s.compute_seconds / s.audio_seconds : 0;
-  o << "# HELP parley_audio_seconds_total Seconds of audio transcribed.\n"
-       "# TYPE parley_audio_seconds_total counter\n"
-    << "parley_audio_seconds_total " << s.audio_seconds << "\n"
-    << "# HELP parley_compute_seconds_total Wall seconds workers spent transcribing.\n"
-       "# TYPE parley_compute_seconds_total counter\n"
-    << "parley_compute_seconds_total " << s.compute_seconds << "\n"
-    << "# HELP parley_real_time_factor Compute seconds per audio second, over all requests so "
-       "far (lower is faster).\n"
-       "# TYPE parley_real_time_factor gauge\n"
-    << "parley_real_time_factor " << rtf << "\n"
-    << "# HELP parley_queue_depth Requests waiting for a worker.\n"
-       "# TYPE parley_queue_depth gauge\n"
-    << "parley_queue_depth " << s.queued << "\n"
-    << "# HELP parley_requests_running Requests being transcribed.\n"
-       "# TYPE parley_requests_running gauge\n"
-    << "parley_requests_running " << s.running << "\n"
-    << "# HELP parley_model_loaded Whether the Whisper model is in memory.\n"
-       "# TYPE parley_model_loaded gauge\n"
-    << "parley_model_loaded " << (s.model_loaded ? 1 : 0) << "\n"
-    << "# HELP parley_vad_skipped_total Requests the VAD gate answered without Whisper.\n"
-       "# TYPE parley_vad_skipped_total counter\n"
-    << "parley_vad_skipped_total " << s.vad_skipped << "\n"
-    << "# HELP parley_whisper_encoder_runs_total Whisper encoder passes.\n"
-       "# TYPE parley_whisper_encoder_runs_total counter\n"
-    << "parley_whisper_encoder_runs_total " << whisper_run_counters().encoder_runs << "\n"
-    << "# HELP parley_whisper_decoder_runs_total Whisper decoder passes.\n"
-       "# TYPE parley_whisper_decoder_runs_total counter\n"
-    << "parley_whisper_decoder_runs_total " << whisper_run_counters().decoder_runs << "\n"
-    << "# HELP process_resident_memory_bytes Resident memory of the server process.\n"
-       "# TYPE process_resident_memory_bytes gauge\n"
-    << "process_resident_memory_bytes " << resident_memory_bytes() << "\n";
+  const auto runs = whisper_run_counters();
+  scalar(o, "parley_audio_seconds_total", "counter", "Seconds of audio transcribed.",
+         s.audio_seconds);
+  scalar(o, "parley_compute_seconds_total", "counter", "Wall seconds workers spent transcribing.",
+         s.compute_seconds);
+  scalar(o, "parley_real_time_factor", "gauge",
+         "Compute seconds per audio second, over all requests so far (lower is faster).", rtf);
+  scalar(o, "parley_queue_depth", "gauge", "Requests waiting for a worker.", s.queued);
+  scalar(o, "parley_requests_running", "gauge", "Requests being transcribed.", s.running);
+  scalar(o, "parley_model_loaded", "gauge", "Whether the Whisper model is in memory.",
+         s.model_loaded ? 1 : 0);
+  scalar(o, "parley_vad_skipped_total", "counter",
+         "Requests the VAD gate answered without Whisper.", s.vad_skipped);
+  scalar(o, "parley_whisper_encoder_runs_total", "counter", "Whisper encoder passes.",
+         runs.encoder_runs);
+  scalar(o, "parley_whisper_decoder_runs_total", "counter", "Whisper decoder passes.",
+         runs.decoder_runs);
+  scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
+         resident_memory_bytes());
   return o.str();
 }
 

@@ -32,13 +32,9 @@ WhisperService::WhisperService(ServiceOptions options) : options_(std::move(opti
 WhisperService::~WhisperService() { stop(); }
 
 std::string WhisperService::model_id() const {
-  return std::filesystem::path(options_.model_dir).lexically_normal().filename().string().empty()
-             ? std::filesystem::path(options_.model_dir)
-                   .lexically_normal()
-                   .parent_path()
-                   .filename()
-                   .string()
-             : std::filesystem::path(options_.model_dir).lexically_normal().filename().string();
+  const auto dir = std::filesystem::path(options_.model_dir).lexically_normal();
+  // "models/tiny/" normalizes to "models/tiny/" (empty filename): take the folder's name.
+  return (dir.has_filename() ? dir : dir.parent_path()).filename().string();
 }
 
 bool WhisperService::submit(std::shared_ptr<TranscriptionJob> job) {
@@ -207,9 +203,7 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& 
       if (!vad::has_speech(*vad_, samples, 16000)) {
         out.result.emplace();
         out.result->language = job.options.language.value_or("");
-        std::lock_guard lock(mu_);
-        audio_seconds_ += audio_seconds;
-        ++vad_skipped_;
+        count_finished(audio_seconds, 0, true);
         return out;
       }
     }
@@ -233,18 +227,22 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& 
     }
     out.result = transcribe(session, tokenizer, samples, o);
     if (deltas) deltas->finish();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    {
-      std::lock_guard lock(mu_);
-      audio_seconds_ += audio_seconds;
-      compute_seconds_ += seconds;
-    }
+    count_finished(audio_seconds,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   false);
   } catch (...) {
     out.result.reset();
     out.error = std::current_exception();
   }
   return out;
+}
+
+void WhisperService::count_finished(double audio_seconds, double compute_seconds,
+                                    bool vad_skipped) {
+  std::lock_guard lock(mu_);
+  audio_seconds_ += audio_seconds;
+  compute_seconds_ += compute_seconds;
+  vad_skipped_ += vad_skipped ? 1 : 0;
 }
 
 std::string TextStreamer::push(const std::string& bytes) {

@@ -110,17 +110,20 @@ class WhisperService {
   };
   Outcome run(TranscriptionJob& job, WorkerState& worker);
   std::shared_ptr<const Loaded> acquire_model();
+  // Adds a finished job to the totals; vad_skipped: the VAD gate answered it.
+  void count_finished(double audio_seconds, double compute_seconds, bool vad_skipped);
 
   ServiceOptions options_;
   std::shared_ptr<const vad::SileroModel> vad_;  // null without ServiceOptions::vad_model
-  uint64_t vad_skipped_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<TranscriptionJob>> queue_;
   int running_ = 0;
   bool stopping_ = false;
+  // Totals of the finished jobs (stats()), added by count_finished.
   double audio_seconds_ = 0;
   double compute_seconds_ = 0;
+  uint64_t vad_skipped_ = 0;
   std::vector<std::thread> workers_;
 
   mutable std::mutex model_mu_;
