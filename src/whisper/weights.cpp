@@ -95,6 +95,39 @@ LinearWeights ct2_linear(const WeightReader& r, const std::string& p, int64_t ou
   return {r.get(p + "/weight", {out, in}), r.get(p + "/bias", {out})};
 }
 
+// ---- PyTorch-style names (Hugging Face and openai-whisper): "<module>.weight", ".bias" ----
+
+LayerNormWeights dotted_ln(const WeightReader& r, const std::string& p, int64_t d) {
+  return {r.get(p + ".weight", {d}), r.get(p + ".bias", {d})};
+}
+
+LinearWeights dotted_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
+  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out})};
+}
+
+// The q, k and v projection modules of one attention module, by their names under it.
+struct QkvNames {
+  const char *q, *k, *v;
+};
+constexpr QkvNames kHfQkv{"q_proj", "k_proj", "v_proj"};
+constexpr QkvNames kOpenaiQkv{"query", "key", "value"};
+
+// q|k|v (or k|v when `with_q` is false) of one attention module, fused; k has no bias.
+LinearWeights dotted_fused(const WeightReader& r, const std::string& p, const QkvNames& names,
+                           int64_t d, bool with_q) {
+  const std::string q = p + "." + names.q, k = p + "." + names.k, v = p + "." + names.v;
+  std::vector<std::pair<std::string, Shape>> weights, biases;
+  if (with_q) {
+    weights.push_back({q + ".weight", {d, d}});
+    biases.push_back({q + ".bias", {d}});
+  }
+  weights.push_back({k + ".weight", {d, d}});
+  biases.push_back({r.has(k + ".bias") ? k + ".bias" : "", {d}});
+  weights.push_back({v + ".weight", {d, d}});
+  biases.push_back({v + ".bias", {d}});
+  return {r.fuse(weights), r.fuse(biases)};
+}
+
 }  // namespace
 
 WhisperWeights load_ctranslate2_weights(const io::Ct2Model& model, const WhisperConfig& config,
@@ -149,32 +182,6 @@ WhisperWeights load_ctranslate2_weights(const io::Ct2Model& model, const Whisper
 
 // ---- Hugging Face (transformers' modeling_whisper.py names) ----
 
-namespace {
-
-LayerNormWeights hf_ln(const WeightReader& r, const std::string& p, int64_t d) {
-  return {r.get(p + ".weight", {d}), r.get(p + ".bias", {d})};
-}
-
-LinearWeights hf_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
-  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out})};
-}
-
-// q|k|v (or k|v when `with_q` is false) of one attention module, fused; k has no bias.
-LinearWeights hf_fused(const WeightReader& r, const std::string& p, int64_t d, bool with_q) {
-  std::vector<std::pair<std::string, Shape>> weights, biases;
-  if (with_q) {
-    weights.push_back({p + ".q_proj.weight", {d, d}});
-    biases.push_back({p + ".q_proj.bias", {d}});
-  }
-  weights.push_back({p + ".k_proj.weight", {d, d}});
-  biases.push_back({r.has(p + ".k_proj.bias") ? p + ".k_proj.bias" : "", {d}});
-  weights.push_back({p + ".v_proj.weight", {d, d}});
-  biases.push_back({p + ".v_proj.bias", {d}});
-  return {r.fuse(weights), r.fuse(biases)};
-}
-
-}  // namespace
-
 WhisperWeights load_huggingface_weights(const std::string& safetensors_path,
                                         const WhisperConfig& config, const WeightsOptions& opt) {
   const io::SafetensorsFile file = io::read_safetensors(safetensors_path);
@@ -194,34 +201,34 @@ WhisperWeights load_huggingface_weights(const std::string& safetensors_path,
   for (int i = 0; i < config.n_audio_layer; ++i) {
     const std::string p = enc + ".layers." + std::to_string(i);
     EncoderLayerWeights l;
-    l.attn_ln = hf_ln(r, p + ".self_attn_layer_norm", n.d);
-    l.attn_qkv = hf_fused(r, p + ".self_attn", n.d, true);
-    l.attn_out = hf_linear(r, p + ".self_attn.out_proj", n.d, n.d);
-    l.mlp_ln = hf_ln(r, p + ".final_layer_norm", n.d);
-    l.fc1 = hf_linear(r, p + ".fc1", n.d_ff, n.d);
-    l.fc2 = hf_linear(r, p + ".fc2", n.d, n.d_ff);
+    l.attn_ln = dotted_ln(r, p + ".self_attn_layer_norm", n.d);
+    l.attn_qkv = dotted_fused(r, p + ".self_attn", kHfQkv, n.d, true);
+    l.attn_out = dotted_linear(r, p + ".self_attn.out_proj", n.d, n.d);
+    l.mlp_ln = dotted_ln(r, p + ".final_layer_norm", n.d);
+    l.fc1 = dotted_linear(r, p + ".fc1", n.d_ff, n.d);
+    l.fc2 = dotted_linear(r, p + ".fc2", n.d, n.d_ff);
     w.encoder_layers.push_back(std::move(l));
   }
-  w.encoder_ln = hf_ln(r, enc + ".layer_norm", n.d);
+  w.encoder_ln = dotted_ln(r, enc + ".layer_norm", n.d);
 
   w.token_embedding = r.get(dec + ".embed_tokens.weight", {n.n_vocab, n.d});
   w.decoder_positions = r.get(dec + ".embed_positions.weight", {n.n_text_ctx, n.d});
   for (int i = 0; i < config.n_text_layer; ++i) {
     const std::string p = dec + ".layers." + std::to_string(i);
     DecoderLayerWeights l;
-    l.self_ln = hf_ln(r, p + ".self_attn_layer_norm", n.d);
-    l.self_qkv = hf_fused(r, p + ".self_attn", n.d, true);
-    l.self_out = hf_linear(r, p + ".self_attn.out_proj", n.d, n.d);
-    l.cross_ln = hf_ln(r, p + ".encoder_attn_layer_norm", n.d);
-    l.cross_q = hf_linear(r, p + ".encoder_attn.q_proj", n.d, n.d);
-    l.cross_kv = hf_fused(r, p + ".encoder_attn", n.d, false);
-    l.cross_out = hf_linear(r, p + ".encoder_attn.out_proj", n.d, n.d);
-    l.mlp_ln = hf_ln(r, p + ".final_layer_norm", n.d);
-    l.fc1 = hf_linear(r, p + ".fc1", n.d_ff, n.d);
-    l.fc2 = hf_linear(r, p + ".fc2", n.d, n.d_ff);
+    l.self_ln = dotted_ln(r, p + ".self_attn_layer_norm", n.d);
+    l.self_qkv = dotted_fused(r, p + ".self_attn", kHfQkv, n.d, true);
+    l.self_out = dotted_linear(r, p + ".self_attn.out_proj", n.d, n.d);
+    l.cross_ln = dotted_ln(r, p + ".encoder_attn_layer_norm", n.d);
+    l.cross_q = dotted_linear(r, p + ".encoder_attn.q_proj", n.d, n.d);
+    l.cross_kv = dotted_fused(r, p + ".encoder_attn", kHfQkv, n.d, false);
+    l.cross_out = dotted_linear(r, p + ".encoder_attn.out_proj", n.d, n.d);
+    l.mlp_ln = dotted_ln(r, p + ".final_layer_norm", n.d);
+    l.fc1 = dotted_linear(r, p + ".fc1", n.d_ff, n.d);
+    l.fc2 = dotted_linear(r, p + ".fc2", n.d, n.d_ff);
     w.decoder_layers.push_back(std::move(l));
   }
-  w.decoder_ln = hf_ln(r, dec + ".layer_norm", n.d);
+  w.decoder_ln = dotted_ln(r, dec + ".layer_norm", n.d);
   return w;
 }
 
@@ -249,28 +256,6 @@ Tensor whisper_sinusoids(int64_t length, int64_t channels) {
 }
 
 namespace {
-
-LayerNormWeights oa_ln(const WeightReader& r, const std::string& p, int64_t d) {
-  return {r.get(p + ".weight", {d}), r.get(p + ".bias", {d})};
-}
-
-LinearWeights oa_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
-  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out})};
-}
-
-// query|key|value (or key|value) of one openai MultiHeadAttention, fused; key has no bias.
-LinearWeights oa_fused(const WeightReader& r, const std::string& p, int64_t d, bool with_q) {
-  std::vector<std::pair<std::string, Shape>> weights, biases;
-  if (with_q) {
-    weights.push_back({p + ".query.weight", {d, d}});
-    biases.push_back({p + ".query.bias", {d}});
-  }
-  weights.push_back({p + ".key.weight", {d, d}});
-  biases.push_back({r.has(p + ".key.bias") ? p + ".key.bias" : "", {d}});
-  weights.push_back({p + ".value.weight", {d, d}});
-  biases.push_back({p + ".value.bias", {d}});
-  return {r.fuse(weights), r.fuse(biases)};
-}
 
 // A conv1d weight [out, in, 3]; mlx stores it channels-last [out, 3, in].
 Tensor oa_conv_weight(const WeightReader& r, const std::string& name, int64_t out, int64_t in,
@@ -312,34 +297,34 @@ WhisperWeights load_openai_named_weights(const io::TensorMap& tensors, OpenaiNam
   for (int i = 0; i < config.n_audio_layer; ++i) {
     const std::string p = "encoder.blocks." + std::to_string(i);
     EncoderLayerWeights l;
-    l.attn_ln = oa_ln(r, p + ".attn_ln", n.d);
-    l.attn_qkv = oa_fused(r, p + ".attn", n.d, true);
-    l.attn_out = oa_linear(r, p + ".attn.out", n.d, n.d);
-    l.mlp_ln = oa_ln(r, p + ".mlp_ln", n.d);
-    l.fc1 = oa_linear(r, p + mlp1, n.d_ff, n.d);
-    l.fc2 = oa_linear(r, p + mlp2, n.d, n.d_ff);
+    l.attn_ln = dotted_ln(r, p + ".attn_ln", n.d);
+    l.attn_qkv = dotted_fused(r, p + ".attn", kOpenaiQkv, n.d, true);
+    l.attn_out = dotted_linear(r, p + ".attn.out", n.d, n.d);
+    l.mlp_ln = dotted_ln(r, p + ".mlp_ln", n.d);
+    l.fc1 = dotted_linear(r, p + mlp1, n.d_ff, n.d);
+    l.fc2 = dotted_linear(r, p + mlp2, n.d, n.d_ff);
     w.encoder_layers.push_back(std::move(l));
   }
-  w.encoder_ln = oa_ln(r, "encoder.ln_post", n.d);
+  w.encoder_ln = dotted_ln(r, "encoder.ln_post", n.d);
 
   w.token_embedding = r.get("decoder.token_embedding.weight", {n.n_vocab, n.d});
   w.decoder_positions = r.get("decoder.positional_embedding", {n.n_text_ctx, n.d});
   for (int i = 0; i < config.n_text_layer; ++i) {
     const std::string p = "decoder.blocks." + std::to_string(i);
     DecoderLayerWeights l;
-    l.self_ln = oa_ln(r, p + ".attn_ln", n.d);
-    l.self_qkv = oa_fused(r, p + ".attn", n.d, true);
-    l.self_out = oa_linear(r, p + ".attn.out", n.d, n.d);
-    l.cross_ln = oa_ln(r, p + ".cross_attn_ln", n.d);
-    l.cross_q = oa_linear(r, p + ".cross_attn.query", n.d, n.d);
-    l.cross_kv = oa_fused(r, p + ".cross_attn", n.d, false);
-    l.cross_out = oa_linear(r, p + ".cross_attn.out", n.d, n.d);
-    l.mlp_ln = oa_ln(r, p + ".mlp_ln", n.d);
-    l.fc1 = oa_linear(r, p + mlp1, n.d_ff, n.d);
-    l.fc2 = oa_linear(r, p + mlp2, n.d, n.d_ff);
+    l.self_ln = dotted_ln(r, p + ".attn_ln", n.d);
+    l.self_qkv = dotted_fused(r, p + ".attn", kOpenaiQkv, n.d, true);
+    l.self_out = dotted_linear(r, p + ".attn.out", n.d, n.d);
+    l.cross_ln = dotted_ln(r, p + ".cross_attn_ln", n.d);
+    l.cross_q = dotted_linear(r, p + ".cross_attn.query", n.d, n.d);
+    l.cross_kv = dotted_fused(r, p + ".cross_attn", kOpenaiQkv, n.d, false);
+    l.cross_out = dotted_linear(r, p + ".cross_attn.out", n.d, n.d);
+    l.mlp_ln = dotted_ln(r, p + ".mlp_ln", n.d);
+    l.fc1 = dotted_linear(r, p + mlp1, n.d_ff, n.d);
+    l.fc2 = dotted_linear(r, p + mlp2, n.d, n.d_ff);
     w.decoder_layers.push_back(std::move(l));
   }
-  w.decoder_ln = oa_ln(r, "decoder.ln", n.d);
+  w.decoder_ln = dotted_ln(r, "decoder.ln", n.d);
   return w;
 }
 

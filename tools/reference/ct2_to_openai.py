@@ -35,10 +35,9 @@ def convert(model_bin):
 
     sd = {}
 
-    def linear(dst, src, bias=True):
+    def linear(dst, src):
         sd[f"{dst}.weight"] = f32(f"{src}/weight")
-        if bias:
-            sd[f"{dst}.bias"] = f32(f"{src}/bias")
+        sd[f"{dst}.bias"] = f32(f"{src}/bias")
 
     def ln(dst, src):
         sd[f"{dst}.weight"] = f32(f"{src}/gamma")
@@ -56,6 +55,17 @@ def convert(model_bin):
             else:
                 sd[f"{dst}.bias"] = np.ascontiguousarray(bi)
 
+    # The self-attention and feed-forward halves every encoder and decoder block shares.
+    def self_attention(d, s):
+        ln(f"{d}.attn_ln", f"{s}/self_attention/layer_norm")
+        split(f"{s}/self_attention/linear_0", [f"{d}.attn.query", f"{d}.attn.key", f"{d}.attn.value"])
+        linear(f"{d}.attn.out", f"{s}/self_attention/linear_1")
+
+    def mlp(d, s):
+        ln(f"{d}.mlp_ln", f"{s}/ffn/layer_norm")
+        linear(f"{d}.mlp.0", f"{s}/ffn/linear_0")
+        linear(f"{d}.mlp.2", f"{s}/ffn/linear_1")
+
     def n_layers(prefix):
         ids = {int(mm.group(1)) for k in v for mm in [re.match(prefix + r"/layer_(\d+)/", k)] if mm}
         return max(ids) + 1 if ids else 0
@@ -67,28 +77,20 @@ def convert(model_bin):
     sd["encoder.positional_embedding"] = f32("encoder/position_encodings/encodings")
     for i in range(n_enc):
         s, d = f"encoder/layer_{i}", f"encoder.blocks.{i}"
-        ln(f"{d}.attn_ln", f"{s}/self_attention/layer_norm")
-        split(f"{s}/self_attention/linear_0", [f"{d}.attn.query", f"{d}.attn.key", f"{d}.attn.value"])
-        linear(f"{d}.attn.out", f"{s}/self_attention/linear_1")
-        ln(f"{d}.mlp_ln", f"{s}/ffn/layer_norm")
-        linear(f"{d}.mlp.0", f"{s}/ffn/linear_0")
-        linear(f"{d}.mlp.2", f"{s}/ffn/linear_1")
+        self_attention(d, s)
+        mlp(d, s)
     ln("encoder.ln_post", "encoder/layer_norm")
     # Decoder.
     sd["decoder.token_embedding.weight"] = f32("decoder/embeddings/weight")
     sd["decoder.positional_embedding"] = f32("decoder/position_encodings/encodings")
     for i in range(n_dec):
         s, d = f"decoder/layer_{i}", f"decoder.blocks.{i}"
-        ln(f"{d}.attn_ln", f"{s}/self_attention/layer_norm")
-        split(f"{s}/self_attention/linear_0", [f"{d}.attn.query", f"{d}.attn.key", f"{d}.attn.value"])
-        linear(f"{d}.attn.out", f"{s}/self_attention/linear_1")
+        self_attention(d, s)
         ln(f"{d}.cross_attn_ln", f"{s}/attention/layer_norm")
         linear(f"{d}.cross_attn.query", f"{s}/attention/linear_0")
         split(f"{s}/attention/linear_1", [f"{d}.cross_attn.key", f"{d}.cross_attn.value"])
         linear(f"{d}.cross_attn.out", f"{s}/attention/linear_2")
-        ln(f"{d}.mlp_ln", f"{s}/ffn/layer_norm")
-        linear(f"{d}.mlp.0", f"{s}/ffn/linear_0")
-        linear(f"{d}.mlp.2", f"{s}/ffn/linear_1")
+        mlp(d, s)
     ln("decoder.ln", "decoder/layer_norm")
     if "decoder/projection/weight" in v and not np.array_equal(
         v["decoder/projection/weight"], v["decoder/embeddings/weight"]
