@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "whisper/sampling.h"
 #include "whisper/tokenizer.h"
 
 namespace parley {
@@ -21,16 +22,6 @@ void fill(std::span<float> logits, int64_t begin, int64_t end) {
   begin = std::clamp<int64_t>(begin, 0, int64_t(logits.size()));
   end = std::clamp<int64_t>(end, begin, int64_t(logits.size()));
   std::fill(logits.begin() + begin, logits.begin() + end, kNegInf);
-}
-
-// log(sum(exp(x))) over `xs`, in double; -inf when every entry is -inf (or xs is empty).
-double logsumexp(std::span<const float> xs) {
-  float m = kNegInf;
-  for (float x : xs) m = std::max(m, x);
-  if (m == kNegInf) return -std::numeric_limits<double>::infinity();
-  double sum = 0;
-  for (float x : xs) sum += std::exp(double(x) - double(m));
-  return double(m) + std::log(sum);
 }
 
 }  // namespace
