@@ -81,9 +81,8 @@ Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::
   o.ok = true;
   if (req.stream) {
     o.body = result->text;
-    if (req.logprobs) {
-      o.logprobs = nlohmann::json::parse(
-          format_transcript(*result, OutputFormat::json, TranscriptInfo{}))["logprobs"];
+    if (req.logprobs && !result->logprobs.empty()) {
+      o.logprobs = nlohmann::json::parse(logprobs_json(*result));
     }
   } else if (req.response_format == "text") {
     // OpenAI's text format is the transcript itself, not one line per segment.

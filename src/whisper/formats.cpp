@@ -33,6 +33,17 @@ nlohmann::json json_text(const std::string& s) {
   return nlohmann::json::parse(dumped);
 }
 
+// OpenAI's include[]=logprobs shape: token text, log-probability, raw bytes.
+nlohmann::json logprobs_array(const TranscribeResult& result) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TokenLogprob& t : result.logprobs) {
+    nlohmann::json bytes = nlohmann::json::array();
+    for (const char c : t.bytes) bytes.push_back(int(static_cast<unsigned char>(c)));
+    out.push_back({{"token", json_text(t.bytes)}, {"logprob", t.logprob}, {"bytes", bytes}});
+  }
+  return out;
+}
+
 // Python's len() of UTF-8 text: code points.
 int64_t py_len(std::string_view s) {
   int64_t n = 0;
@@ -162,6 +173,8 @@ const char* output_extension(OutputFormat f) {
   return "txt";
 }
 
+std::string logprobs_json(const TranscribeResult& result) { return logprobs_array(result).dump(); }
+
 std::string format_transcript(const TranscribeResult& result, OutputFormat format,
                               const TranscriptInfo& info) {
   std::string out;
@@ -171,17 +184,7 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
       return out;
     case OutputFormat::json: {
       nlohmann::json doc{{"text", json_text(result.text)}};
-      if (!result.logprobs.empty()) {
-        // OpenAI's include[]=logprobs shape: token text, log-probability, raw bytes.
-        nlohmann::json logprobs = nlohmann::json::array();
-        for (const TokenLogprob& t : result.logprobs) {
-          nlohmann::json bytes = nlohmann::json::array();
-          for (const char c : t.bytes) bytes.push_back(int(static_cast<unsigned char>(c)));
-          logprobs.push_back(
-              {{"token", json_text(t.bytes)}, {"logprob", t.logprob}, {"bytes", bytes}});
-        }
-        doc["logprobs"] = std::move(logprobs);
-      }
+      if (!result.logprobs.empty()) doc["logprobs"] = logprobs_array(result);
       return doc.dump() + "\n";
     }
     case OutputFormat::verbose_json: {

@@ -34,6 +34,10 @@ struct TranscriptInfo {
   bool highlight_words = false;  // one cue per word with that word in <u></u>
 };
 
+// TranscribeResult::logprobs as OpenAI's JSON array ([{"token", "logprob", "bytes"}]): the
+// json format's "logprobs", and the server's transcript.text.done event.
+std::string logprobs_json(const TranscribeResult& result);
+
 std::string format_transcript(const TranscribeResult& result, OutputFormat format,
                               const TranscriptInfo& info);
 

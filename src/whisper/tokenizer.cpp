@@ -175,7 +175,12 @@ std::vector<int32_t> WhisperTokenizer::sot_sequence(std::optional<std::string> l
   return seq;
 }
 
-std::vector<int32_t> WhisperTokenizer::non_speech_tokens() const {
+const std::vector<int32_t>& WhisperTokenizer::non_speech_tokens() const {
+  std::call_once(non_speech_->once, [this] { non_speech_->ids = compute_non_speech_tokens(); });
+  return non_speech_->ids;
+}
+
+std::vector<int32_t> WhisperTokenizer::compute_non_speech_tokens() const {
   // whisper/tokenizer.py Tokenizer.non_speech_tokens, step for step.
   std::vector<std::string> symbols;
   for (char c : std::string_view("\"#()*+/:;<=>@[\\]^_`{|}~")) symbols.emplace_back(1, c);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -72,7 +73,9 @@ class WhisperTokenizer {
                                     std::string_view task) const;
   // whisper's tokenizer.non_speech_tokens: ids of the symbol list (and their
   // leading-space variants), sorted ascending, exactly as the reference computes them.
-  std::vector<int32_t> non_speech_tokens() const;
+  // Encoded at the first call and kept (every window's logit filters use them); copies
+  // of the tokenizer share the result. Thread-safe.
+  const std::vector<int32_t>& non_speech_tokens() const;
 
  private:
   WhisperTokenizer() = default;
@@ -81,6 +84,7 @@ class WhisperTokenizer {
                      const std::string& name);
 
   std::string special_text(int32_t id) const;
+  std::vector<int32_t> compute_non_speech_tokens() const;
 
   std::shared_ptr<const BpeTokenizer> bpe_;
   bool multilingual_ = false;
@@ -88,6 +92,11 @@ class WhisperTokenizer {
   int num_languages_ = 0;
   int32_t eot_ = 0;
   int32_t translate_ = 0;
+  struct NonSpeechCache {
+    std::once_flag once;
+    std::vector<int32_t> ids;
+  };
+  std::shared_ptr<NonSpeechCache> non_speech_ = std::make_shared<NonSpeechCache>();
 };
 
 }  // namespace parley
