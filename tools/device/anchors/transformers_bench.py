@@ -124,13 +124,16 @@ class Bench:
     def forced_decode(self, enc, rows, steps):
         """The prefix, then `steps` single-token calls of `rows` rows with the KV cache; returns
         the milliseconds of the steps alone (the device synchronized around them)."""
-        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
         torch = self.torch
         dec = self.model.model.decoder
         ids = torch.tensor([self.prefix] * rows, device=self.dev)
         enc_rows = enc.expand(rows, -1, -1)
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        try:  # transformers >= 4.4x: the decoder keeps self- and cross-attention K/V in it
+            from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        except (ImportError, TypeError):
+            cache = None  # the decoder makes its own
         out = dec(input_ids=ids, encoder_hidden_states=enc_rows, past_key_values=cache,
                   use_cache=True)
         nxt = self.model.proj_out(out.last_hidden_state[:, -1:]).argmax(-1)
