@@ -1,7 +1,8 @@
 // `parley bench whisper`: where the time of one transcription goes, as JSON lines (one per
 // stage, same style as `bench ops`): model load, log-mel, encoder per 30 s window, decoder
 // per token (a fixed number of forced steps, so the figure does not depend on where the
-// transcript ends), and the whole file end to end with its real-time factor and text.
+// transcript ends), the same at beam size N (one batched step of N rows), forced end-to-end
+// runs at beam 1 and N, and the whole file end to end with its real-time factor and text.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,7 @@ struct BenchWhisperOptions {
   std::string audio;       // any file load_audio reads
   int runs = 3;            // repetitions of every timed stage (median reported)
   int decode_tokens = 30;  // forced decoder steps per run
+  int beam_size = 5;       // rows of the beam rows (whisper_decode_beam, ..._forced_beam); 1: none
   int threads = 0;         // 0: all hardware threads
   int warmup = -1;         // untimed calls before each stage; -1: 0 on the CPU, 2 on CUDA
   DeviceFlags device;
@@ -89,9 +92,45 @@ double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int
   return ms_since(t0) / steps;
 }
 
+// Milliseconds per beam step over `steps` steps of `beam` rows after the sot sequence (the
+// prefill and fork are not counted). A step is what beam search does per token: one
+// decode_rows of every row, the host's pick of each row's next token (argmax of the raw row,
+// eot included, so exactly `steps` steps run) and reorder_rows with row 0 taken twice
+// (source {0, 1, .., beam - 2, 0}: one row's positions copied per step, as when one
+// hypothesis spawns two successors).
+double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
+                               int beam, int steps) {
+  session.reset();
+  const Tensor first = session.decode(prefix);
+  const int64_t n_vocab = first.dim(1);
+  const float* last = first.data<float>() + (first.dim(0) - 1) * n_vocab;
+  std::vector<int32_t> order(static_cast<size_t>(n_vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + beam, order.end(),
+                    [&](int32_t a, int32_t b) { return last[a] > last[b]; });
+  std::vector<int32_t> tokens(order.begin(), order.begin() + beam);  // the top `beam` tokens
+  std::vector<int32_t> source(static_cast<size_t>(beam));
+  std::iota(source.begin(), source.end(), 0);
+  source.back() = 0;
+  std::vector<int32_t> best(static_cast<size_t>(beam));
+  session.fork(beam);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    const Tensor logits = session.decode_rows(tokens);  // [beam, n_vocab] on the CPU
+    for (int r = 0; r < beam; ++r) {
+      const float* row = logits.data<float>() + int64_t(r) * n_vocab;
+      best[size_t(r)] = int32_t(std::max_element(row, row + n_vocab) - row);
+    }
+    session.reorder_rows(source);
+    for (int r = 0; r < beam; ++r) tokens[size_t(r)] = best[size_t(source[size_t(r)])];
+  }
+  return ms_since(t0) / steps;
+}
+
 void run_bench_whisper(const BenchWhisperOptions& opt) {
   check_arg(opt.runs >= 1, "[bench] --runs must be >= 1");
   check_arg(opt.decode_tokens >= 1, "[bench] --decode-tokens must be >= 1");
+  check_arg(opt.beam_size >= 1, "[bench] --beam-size must be >= 1");
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
 
@@ -156,6 +195,22 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
         {"tokens_per_second", 1000.0 / tok_ms},
         {"decode_tokens", opt.decode_tokens}});
 
+  const int beam = opt.beam_size;
+  if (beam > 1) {
+    std::vector<double> per_step;
+    for (int i = 0; i < warmup; ++i)
+      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens);
+    for (int i = 0; i < opt.runs; ++i)
+      per_step.push_back(forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens));
+    const double step_ms = median(per_step);
+    emit({{"bench", "whisper_decode_beam"},
+          {"beam", beam},
+          {"ms_per_step", step_ms},  // one step: every row's token (decode_rows + pick + reorder)
+          {"ms_per_beam_token", step_ms / beam},
+          {"decode_steps", opt.decode_tokens},
+          {"reorder", "source {0..beam-2, 0} each step: one row copied"}});
+  }
+
   // The end-to-end figure: audio decode, log-mel, one encoder window, the sot
   // prefix and exactly --decode-tokens greedy steps (argmax on the host), whatever the
   // audio says, so every system can be made to do the same work.
@@ -169,6 +224,21 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
         {"ms", forced_ms},
         {"decode_tokens", opt.decode_tokens},
         {"audio_seconds", audio_seconds}});
+
+  // The same at beam size `beam`: the prefix, fork and exactly --decode-tokens beam steps.
+  if (beam > 1) {
+    const double beam_ms = median_ms(opt.runs, warmup, dev, [&] {
+      const std::vector<float> s = load_audio(opt.audio);
+      const Tensor m = log_mel_spectrogram(s, n_mels, kChunkSamples);
+      session.encode(pad_or_trim_frames(m, kChunkFrames));
+      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens);
+    });
+    emit({{"bench", "whisper_e2e_forced_beam"},
+          {"ms", beam_ms},
+          {"beam", beam},
+          {"decode_steps", opt.decode_tokens},
+          {"audio_seconds", audio_seconds}});
+  }
 
   // End to end, as `parley transcribe` does it: decode the file, log-mel, every window;
   // greedy at temperature 0 only, so a synthetic model (whose windows fail the fallback
@@ -198,6 +268,9 @@ void add_bench_whisper_subcommand(CLI::App& bench) {
   cmd->add_option("--audio", opt->audio, "Audio file")->required();
   cmd->add_option("--runs", opt->runs, "Repetitions per stage (median)")->capture_default_str();
   cmd->add_option("--decode-tokens", opt->decode_tokens, "Forced decoder steps per run")
+      ->capture_default_str();
+  cmd->add_option("--beam-size", opt->beam_size,
+                  "Rows of the beam-search rows (decode step and forced end to end); 1: skip them")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   cmd->add_option("--warmup", opt->warmup, "Untimed calls per stage (default: 0 CPU, 2 CUDA)");

@@ -246,7 +246,7 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
     EXPECT_EQ(j.at("threads"), 2);
     by_stage[j.at("bench").get<std::string>()] = j;
   }
-  ASSERT_EQ(by_stage.size(), 7u) << r.output;
+  ASSERT_EQ(by_stage.size(), 9u) << r.output;
   EXPECT_GT(by_stage.at("whisper_load").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_mel").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_encoder").at("ms_per_window").get<double>(), 0.0);
@@ -254,10 +254,25 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
   EXPECT_EQ(by_stage.at("whisper_decode").at("decode_tokens"), 5);
   EXPECT_GT(by_stage.at("whisper_e2e_forced").at("ms").get<double>(), 0.0);
   EXPECT_EQ(by_stage.at("whisper_e2e_forced").at("decode_tokens"), 5);
+  // Beam rows at the default beam size 5: a step decodes all 5 rows.
+  const auto& beam = by_stage.at("whisper_decode_beam");
+  EXPECT_EQ(beam.at("beam"), 5);
+  EXPECT_EQ(beam.at("decode_steps"), 5);
+  EXPECT_GT(beam.at("ms_per_step").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(beam.at("ms_per_beam_token").get<double>(),
+                   beam.at("ms_per_step").get<double>() / 5);
+  EXPECT_GT(by_stage.at("whisper_e2e_forced_beam").at("ms").get<double>(), 0.0);
+  EXPECT_EQ(by_stage.at("whisper_e2e_forced_beam").at("decode_steps"), 5);
   const auto& e2e = by_stage.at("whisper_transcribe");
   EXPECT_NEAR(e2e.at("audio_seconds").get<double>(), 11.0, 0.1);  // jfk.wav is 11 s
   EXPECT_GT(e2e.at("rtf").get<double>(), 0.0);
   EXPECT_THAT(e2e.at("text").get<std::string>(), HasSubstr(kJfkPhrase));
+}
+
+TEST(WhisperCli, BenchWhisperRejectsBeamSizeZero) {
+  auto r = run_parley("bench whisper --beam-size 0 --audio " + kJfk, true);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--beam-size must be >= 1"));
 }
 
 }  // namespace
