@@ -52,10 +52,10 @@ FIGURES = [
      "whisper_full / generate() with their sampling machinery"),
     ("one more greedy step inside that loop, ms",
      {"whisper.cpp": ("whisper_full_greedy_step",),
-      "transformers": ("whisper_generate_step",)}, "(run(30) - run(10)) / 20"),
+      "transformers": ("whisper_generate_step",)}, "(run(T) - run(T/3)) / (T - T/3), T = --tokens"),
     ("one more beam-5 step inside that loop, ms",
      {"whisper.cpp": ("whisper_full_beam5_step",),
-      "transformers": ("whisper_generate_beam5_step",)}, "(run(30) - run(10)) / 20"),
+      "transformers": ("whisper_generate_beam5_step",)}, "(run(T) - run(T/3)) / (T - T/3), T = --tokens"),
     ("jfk transcription as a user runs it, ms",
      {"parley": ("whisper_transcribe",), "whisper.cpp": ("whisper_transcribe",)},
      "real models only (shown where whisper.cpp has the row): greedy, timestamps, fallback"),
@@ -127,8 +127,9 @@ def table(rows):
                  for s in ("whisper.cpp", "transformers")]
         mark = ""
         if note:
-            notes.append(note)
-            mark = f" ({len(notes)})"
+            if note not in notes:
+                notes.append(note)
+            mark = f" ({notes.index(note) + 1})"
         out.append(f"| {label}{mark} | " + " | ".join(fmt(vals.get(s)) for s in SYSTEMS) +
                    " | " + " | ".join(ratio) + " |")
     out += [""] + [f"({i}) {n}" for i, n in enumerate(notes, 1)]

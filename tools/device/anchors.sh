@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Side-by-side anchors on the H200 (issue 7, item 6): parley, whisper.cpp built here from
+# source with CUDA, and Hugging Face transformers (fp16, sdpa), on the same weights (a
+# synthetic large-v3-turbo in f16, converted to ggml for whisper.cpp) and the same jfk.wav,
+# in one run. Optionally the real tiny.en (CTranslate2 layout) for a check that the text
+# is right in parley and whisper.cpp. Run from the repository root once parley is built:
+#
+#   tools/device/anchors.sh build    # whisper.cpp only: start it early, in the background
+#   tools/device/anchors.sh bench PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
+#   tools/device/anchors.sh all   PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
+#
+# `all` = build (background) + the weight conversions (beside it) + bench. `bench` waits
+# for a build started earlier (or builds). TURBO_DIR is what
+#   parley synth whisper --shape large-v3-turbo --vocab data/multilingual.tiktoken --dtype f16 -o DIR
+# writes (`all` and `bench` make it with PARLEY_BIN when DIR has no model.safetensors).
+#
+# Environment (defaults):
+#   OUT=/tmp/out          anchors.jsonl (every figure, one schema: {"system", "bench", "ms",
+#                         "unit", "model", ...}), anchors.md (summarize.py's tables),
+#                         anchors.log (everything else: build, conversions, raw outputs)
+#   RUNS=10 WARMUP=2 TOKENS=30   medians of RUNS timed calls; forced decoder steps
+#   VOCAB_DIR=data        holds multilingual.tiktoken (and gpt2.tiktoken for tiny.en)
+#   WCPP_TAR=.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz   the trimmed source
+#   WORK=/tmp/anchors     build tree, ggml files, vocabulary folder
+#   JOBS=16 THREADS=16    build jobs; CPU threads of every system's CPU side
+#   DEVICE=cuda           cpu: a smoke test without a GPU (whisper.cpp without CUDA, parley
+#                         --device cpu, transformers on the CPU; then set PARLEY_DTYPE=f32
+#                         TF_DTYPE=float32 and, for torch 1.x, TF_ATTN=eager)
+#   PARLEY_DTYPE=f16 TF_DTYPE=float16 TF_ATTN=sdpa PYTHON=python3
+#   LABEL=turbo-f16       the "model" field of TURBO_DIR's rows (tiny.en's are "tiny.en")
+#   WCPP_BENCH=1          0: skip whisper-bench (slow on a CPU)
+#
+# whisper.cpp: ggml-org/whisper.cpp master at the commit below (v1.9.3-50), the library,
+# examples/bench (whisper-bench) and tools/device/anchors/whispercpp_forced.cpp, Release,
+# -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, flash attention on at run time.
+set -uo pipefail
+WCPP_COMMIT=233fe1fc9b48a09e361d3594520838ca266537fe
+WCPP_COMMIT_SHORT=${WCPP_COMMIT:0:9}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/out}
+RUNS=${RUNS:-10}
+WARMUP=${WARMUP:-2}
+TOKENS=${TOKENS:-30}
+VOCAB_DIR=${VOCAB_DIR:-data}
+WCPP_TAR=${WCPP_TAR:-$ROOT/.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz}
+WORK=${WORK:-/tmp/anchors}
+JOBS=${JOBS:-16}
+THREADS=${THREADS:-16}
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+PARLEY_DTYPE=${PARLEY_DTYPE:-f16}
+TF_DTYPE=${TF_DTYPE:-float16}
+TF_ATTN=${TF_ATTN:-sdpa}
+LABEL=${LABEL:-turbo-f16}  # the "model" field of the synthetic turbo's rows
+if [[ $DEVICE == cuda ]]; then
+  WCPP_CMAKE=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
+  WCPP_RUN=()
+else
+  WCPP_CMAKE=(-DGGML_CUDA=OFF)
+  WCPP_RUN=(--no-gpu)
+fi
+export PATH="/usr/local/cuda/bin:$PATH"
+mkdir -p "$OUT" "$WORK"
+LOG="$OUT/anchors.log"
+JSONL="$OUT/anchors.jsonl"
+WCPP_BIN="$WORK/build"
+
+log() { echo "[anchors $(date +%T)] $*" | tee -a "$LOG" >&2; }
+
+# whisper.cpp from the trimmed tarball; writes $WORK/build.rc when done.
+build_wcpp() {
+  rm -f "$WORK/build.rc"
+  local t0=$SECONDS src="$WORK/whisper.cpp"
+  rm -rf "$src" && mkdir -p "$src" && tar -xzf "$WCPP_TAR" -C "$src" || {
+    echo 1 >"$WORK/build.rc"
+    return 1
+  }
+  {
+    cmake -S "$ROOT/tools/device/anchors" -B "$WCPP_BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DWHISPER_CPP_SRC="$src" "${WCPP_CMAKE[@]}" ${WCPP_CMAKE_EXTRA:-} &&
+      ninja -C "$WCPP_BIN" -j"$JOBS" whisper-bench whispercpp_forced
+  } >"$WORK/build.log" 2>&1
+  local rc=$?
+  echo $rc >"$WORK/build.rc"
+  echo "whisper.cpp build: rc $rc in $((SECONDS - t0)) s" >>"$WORK/build.log"
+  return $rc
+}
+
+wait_build() {
+  while [[ ! -f "$WORK/build.rc" ]]; do sleep 2; done
+  tail -n 3 "$WORK/build.log" >>"$LOG"
+  if [[ $(cat "$WORK/build.rc") != 0 ]]; then
+    log "whisper.cpp build failed; its log's tail:"
+    tail -n 40 "$WORK/build.log" | tee -a "$LOG" >&2
+    return 1
+  fi
+}
+
+# mel_filters.npz for to_layouts.py (openai's librosa filters; transformers' mel_filter_bank
+# gives the same numbers, within 4e-9) and the tiktoken ranks.
+make_vocab() {
+  mkdir -p "$WORK/vocab"
+  for f in multilingual.tiktoken gpt2.tiktoken mel_filters.npz; do
+    [[ -f "$VOCAB_DIR/$f" ]] && ln -sf "$(realpath "$VOCAB_DIR/$f")" "$WORK/vocab/$f"
+  done
+  [[ -f "$WORK/vocab/mel_filters.npz" ]] || $PY - "$WORK/vocab/mel_filters.npz" <<'EOF'
+import sys
+import numpy as np
+from transformers import WhisperFeatureExtractor
+np.savez(sys.argv[1], **{f"mel_{n}": WhisperFeatureExtractor(feature_size=n).mel_filters.T
+                         .astype(np.float32) for n in (80, 128)})
+EOF
+}
+
+convert() {  # SRC_DIR OUT.bin
+  local t0=$SECONDS
+  $PY "$ROOT/tools/reference/to_layouts.py" ggml "$1" "$2" --vocab-dir "$WORK/vocab" >>"$LOG" 2>&1 &&
+    log "converted $1 -> $2 ($(du -h "$2" | cut -f1)) in $((SECONDS - t0)) s"
+}
+
+# Rows of whisper-bench's timings (whisper_print_timings) in the anchors' schema.
+whisper_bench_rows() {  # LABEL < whisper-bench output
+  $PY -c '
+import json, re, sys
+label = sys.argv[1]
+for line in sys.stdin:
+    m = re.search(r"(encode|decode|batchd|prompt) time =\s*([\d.]+) ms /\s*(\d+) runs \(\s*([\d.]+) ms per run", line)
+    if m and int(m.group(3)) > 0:
+        unit = "window" if m.group(1) == "encode" else "token"
+        print(json.dumps({"system": "whisper.cpp", "bench": "wcpp_bench_" + m.group(1),
+                          "ms": float(m.group(4)), "unit": unit, "calls": int(m.group(3)),
+                          "model": label, "source": "whisper-bench", "device": sys.argv[2],
+                          "flash_attn": True}))
+' "$1" "$DEVICE"
+}
+
+bench_all() {  # PARLEY TURBO JFK [TINY]
+  local parley=$1 turbo=$2 jfk=$3 tiny=${4:-}
+  : >"$JSONL"
+  local norm="$ROOT/tools/device/anchors/summarize.py"
+  log "parley bench whisper: turbo f16"
+  "$parley" bench whisper -m "$turbo" --audio "$jfk" --device "$DEVICE" --dtype "$PARLEY_DTYPE" --runs "$RUNS" \
+    --warmup "$WARMUP" --decode-tokens "$TOKENS" --threads "$THREADS" 2>>"$LOG" |
+    tee -a "$LOG" | $PY "$norm" --from-parley "$LABEL" >>"$JSONL"
+  if [[ -n "$tiny" ]]; then
+    log "parley bench whisper: tiny.en f16"
+    "$parley" bench whisper -m "$tiny" --audio "$jfk" --device "$DEVICE" --dtype "$PARLEY_DTYPE" --runs "$RUNS" \
+      --warmup "$WARMUP" --decode-tokens "$TOKENS" --threads "$THREADS" 2>>"$LOG" |
+      tee -a "$LOG" | $PY "$norm" --from-parley tiny.en >>"$JSONL"
+  fi
+  if wait_build; then
+    if [[ ${WCPP_BENCH:-1} != 0 ]]; then
+      log "whisper.cpp: whisper-bench on turbo"
+      "$WCPP_BIN/whisper-bench" -m "$WORK/turbo-f16.bin" -t "$THREADS" -fa "${WCPP_RUN[@]/--no-gpu/-ng}" 2>&1 |
+        tee -a "$LOG" | whisper_bench_rows "$LABEL" >>"$JSONL"
+    fi
+    log "whisper.cpp: whispercpp_forced on turbo"
+    "$WCPP_BIN/whispercpp_forced" -m "$WORK/turbo-f16.bin" --audio "$jfk" --runs "$RUNS" \
+      --warmup "$WARMUP" --tokens "$TOKENS" --threads "$THREADS" --label "$LABEL" "${WCPP_RUN[@]}" \
+      2>>"$LOG" >>"$JSONL" || log "whispercpp_forced failed on turbo"
+    if [[ -n "$tiny" && -f "$WORK/tinyen-f16.bin" ]]; then
+      log "whisper.cpp: whispercpp_forced on tiny.en"
+      "$WCPP_BIN/whispercpp_forced" -m "$WORK/tinyen-f16.bin" --audio "$jfk" --runs "$RUNS" \
+        --warmup "$WARMUP" --tokens "$TOKENS" --threads "$THREADS" --label tiny.en --transcribe "${WCPP_RUN[@]}" \
+        2>>"$LOG" >>"$JSONL" || log "whispercpp_forced failed on tiny.en"
+    fi
+  fi
+  log "transformers on turbo ($TF_DTYPE, $TF_ATTN)"
+  PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS $PY "$ROOT/tools/device/anchors/transformers_bench.py" \
+    "$turbo" "$jfk" --device "$DEVICE" --dtype "$TF_DTYPE" --attn "$TF_ATTN" --runs "$RUNS" --warmup "$WARMUP" \
+    --tokens "$TOKENS" --label "$LABEL" 2>>"$LOG" >>"$JSONL" || log "transformers_bench failed"
+  $PY "$norm" "$JSONL" >"$OUT/anchors.md"
+  cat "$OUT/anchors.md"
+}
+
+prepare() {  # PARLEY TURBO [TINY]: the synthetic turbo if missing, then the ggml files
+  local parley=$1 turbo=$2 tiny=${3:-}
+  if [[ ! -f "$turbo/model.safetensors" ]]; then
+    log "parley synth whisper large-v3-turbo f16 -> $turbo"
+    "$parley" synth whisper --shape large-v3-turbo --vocab "$VOCAB_DIR/multilingual.tiktoken" \
+      --dtype f16 -o "$turbo" >>"$LOG" 2>&1 || log "synth failed"
+  fi
+  make_vocab >>"$LOG" 2>&1 || log "mel_filters.npz failed"
+  [[ -f "$WORK/turbo-f16.bin" ]] || convert "$turbo" "$WORK/turbo-f16.bin"
+  if [[ -n "$tiny" && ! -f "$WORK/tinyen-f16.bin" ]]; then
+    convert "$tiny" "$WORK/tinyen-f16.bin"
+  fi
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  build)
+    build_wcpp
+    tail -n 1 "$WORK/build.log"
+    ;;
+  bench | all)
+    [[ $# -ge 3 ]] || {
+      echo "usage: $0 $cmd PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]" >&2
+      exit 2
+    }
+    t0=$SECONDS
+    if [[ $cmd == all || (! -f $WORK/build.rc && ! -f $WORK/build.log) ]]; then
+      build_wcpp &
+      build_pid=$!
+    fi
+    prepare "$1" "$2" "${4:-}"
+    log "prepared in $((SECONDS - t0)) s; waiting for the whisper.cpp build"
+    wait_build
+    log "whisper.cpp ready at $((SECONDS - t0)) s"
+    bench_all "$@"
+    [[ -n "${build_pid:-}" ]] && wait "$build_pid"
+    log "done in $((SECONDS - t0)) s"
+    ;;
+  *)
+    sed -n 2,30p "$0"
+    exit 2
+    ;;
+esac
