@@ -6,11 +6,14 @@
 # is right in parley and whisper.cpp. Run from the repository root once parley is built:
 #
 #   tools/device/anchors.sh build    # whisper.cpp only: start it early, in the background
-#   tools/device/anchors.sh bench PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
-#   tools/device/anchors.sh all   PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
+#   tools/device/anchors.sh prepare PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
+#   tools/device/anchors.sh bench   PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
+#   tools/device/anchors.sh all     PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]
 #
-# `all` = build (background) + the weight conversions (beside it) + bench. `bench` waits
-# for a build started earlier (or builds). TURBO_DIR is what
+# prepare: the whisper.cpp build (in the background unless one was started) beside the
+# synthetic turbo (when missing) and the ggml conversions, then waits for the build.
+# bench: prepare (what is already in $WORK is kept), then every timing, one system after
+# the other on a quiet machine. all: bench with a fresh build. TURBO_DIR is what
 #   parley synth whisper --shape large-v3-turbo --vocab data/multilingual.tiktoken --dtype f16 -o DIR
 # writes (`all` and `bench` make it with PARLEY_BIN when DIR has no model.safetensors).
 #
@@ -70,6 +73,7 @@ log() { echo "[anchors $(date +%T)] $*" | tee -a "$LOG" >&2; }
 # whisper.cpp from the trimmed tarball; writes $WORK/build.rc when done.
 build_wcpp() {
   rm -f "$WORK/build.rc"
+  : >"$WORK/build.started"
   local t0=$SECONDS src="$WORK/whisper.cpp"
   rm -rf "$src" && mkdir -p "$src" && tar -xzf "$WCPP_TAR" -C "$src" || {
     echo 1 >"$WORK/build.rc"
@@ -194,13 +198,13 @@ case "$cmd" in
     build_wcpp
     tail -n 1 "$WORK/build.log"
     ;;
-  bench | all)
+  prepare | bench | all)
     [[ $# -ge 3 ]] || {
       echo "usage: $0 $cmd PARLEY_BIN TURBO_DIR JFK_WAV [TINY_EN_DIR]" >&2
       exit 2
     }
     t0=$SECONDS
-    if [[ $cmd == all || (! -f $WORK/build.rc && ! -f $WORK/build.log) ]]; then
+    if [[ $cmd == all || ! -f $WORK/build.started ]]; then
       build_wcpp &
       build_pid=$!
     fi
@@ -208,7 +212,7 @@ case "$cmd" in
     log "prepared in $((SECONDS - t0)) s; waiting for the whisper.cpp build"
     wait_build
     log "whisper.cpp ready at $((SECONDS - t0)) s"
-    bench_all "$@"
+    [[ $cmd == prepare ]] || bench_all "$@"
     [[ -n "${build_pid:-}" ]] && wait "$build_pid"
     log "done in $((SECONDS - t0)) s"
     ;;
