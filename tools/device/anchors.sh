@@ -26,6 +26,7 @@
 #   WCPP_TAR=.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz   the trimmed source
 #   WORK=/tmp/anchors     build tree, ggml files, vocabulary folder
 #   JOBS=16 THREADS=16    build jobs; CPU threads of every system's CPU side
+#   PARLEY_DEPS_PREFIX=/tmp/deps   unpacked .debs parley links (added to LD_LIBRARY_PATH)
 #   DEVICE=cuda           cpu: a smoke test without a GPU (whisper.cpp without CUDA, parley
 #                         --device cpu, transformers on the CPU; then set PARLEY_DTYPE=f32
 #                         TF_DTYPE=float32 and, for torch 1.x, TF_ATTN=eager)
@@ -63,6 +64,12 @@ else
   WCPP_RUN=(--no-gpu)
 fi
 export PATH="/usr/local/cuda/bin:$PATH"
+# The Debian libraries parley was built against, unpacked by whisper_gpu.sh / build_and_test.sh.
+DEPS=${PARLEY_DEPS_PREFIX:-/tmp/deps}
+if [[ -d $DEPS/usr/lib ]]; then
+  arch_lib="$DEPS/usr/lib/$(gcc -print-multiarch)"
+  export LD_LIBRARY_PATH="$arch_lib:$DEPS/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 mkdir -p "$OUT" "$WORK"
 LOG="$OUT/anchors.log"
 JSONL="$OUT/anchors.jsonl"
@@ -70,15 +77,19 @@ WCPP_BIN="$WORK/build"
 
 log() { echo "[anchors $(date +%T)] $*" | tee -a "$LOG" >&2; }
 
-# whisper.cpp from the trimmed tarball; writes $WORK/build.rc when done.
+# whisper.cpp from the trimmed tarball; writes $WORK/build.rc when done. Its caller writes
+# the building process's id to $WORK/build.started first.
 build_wcpp() {
   rm -f "$WORK/build.rc"
-  : >"$WORK/build.started"
   local t0=$SECONDS src="$WORK/whisper.cpp"
-  rm -rf "$src" && mkdir -p "$src" && tar -xzf "$WCPP_TAR" -C "$src" || {
-    echo 1 >"$WORK/build.rc"
-    return 1
-  }
+  # Extracted once: a build cut short by a call's time limit resumes where it stopped.
+  if [[ ! -f $src/include/whisper.h ]]; then
+    if ! (mkdir -p "$src" && tar -xzf "$WCPP_TAR" -C "$src"); then
+      rm -rf "$src"
+      echo 1 >"$WORK/build.rc"
+      return 1
+    fi
+  fi
   {
     cmake -S "$ROOT/tools/device/anchors" -B "$WCPP_BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DWHISPER_CPP_SRC="$src" "${WCPP_CMAKE[@]}" ${WCPP_CMAKE_EXTRA:-} &&
@@ -91,7 +102,14 @@ build_wcpp() {
 }
 
 wait_build() {
-  while [[ ! -f "$WORK/build.rc" ]]; do sleep 2; done
+  while [[ ! -f "$WORK/build.rc" ]]; do
+    if ! kill -0 "$(cat "$WORK/build.started" 2>/dev/null)" 2>/dev/null; then
+      log "no whisper.cpp build running and none finished: building"
+      echo $$ >"$WORK/build.started"
+      build_wcpp
+    fi
+    sleep 2
+  done
   tail -n 3 "$WORK/build.log" >>"$LOG"
   if [[ $(cat "$WORK/build.rc") != 0 ]]; then
     log "whisper.cpp build failed; its log's tail:"
@@ -195,6 +213,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   build)
+    echo $$ >"$WORK/build.started"
     build_wcpp
     tail -n 1 "$WORK/build.log"
     ;;
@@ -207,6 +226,7 @@ case "$cmd" in
     if [[ $cmd == all || ! -f $WORK/build.started ]]; then
       build_wcpp &
       build_pid=$!
+      echo $build_pid >"$WORK/build.started"
     fi
     prepare "$1" "$2" "${4:-}"
     log "prepared in $((SECONDS - t0)) s; waiting for the whisper.cpp build"

@@ -34,11 +34,12 @@ FIGURES = [
       "transformers": ("whisper_decode",)},
      "--tokens (30) single-token steps after the sot prefix with the KV cache"),
     ("decode, ms per step of 5 rows (beam 5)",
-     {"parley": ("whisper_decode_beam",), "whisper.cpp": ("whisper_full_beam5_step",),
+     {"parley": ("whisper_decode_beam",),
+      "whisper.cpp": ("whisper_full_beam5_decode_call", "whisper_full_beam5_step"),
       "transformers": ("whisper_decode_beam",)},
-     "parley: decode_rows + host pick + reorder_rows; whisper.cpp: one more step inside "
-     "whisper_full's beam search (its public API has no multi-sequence decode); "
-     "transformers: decoder call of 5 rows with the cache"),
+     "parley: decode_rows + host pick + reorder_rows; whisper.cpp: its own timing of the "
+     "5-row decoder calls inside whisper_full's beam search (whisper_get_timings; its public "
+     "API has no multi-sequence decode); transformers: decoder call of 5 rows with the cache"),
     ("jfk e2e, 30 forced greedy tokens, ms",
      {"parley": ("whisper_e2e_forced",), "whisper.cpp": ("whisper_e2e_forced",),
       "transformers": ("whisper_e2e_generate",)},
@@ -50,6 +51,8 @@ FIGURES = [
     ("greedy inside the system's own loop, 30 tokens, ms",
      {"whisper.cpp": ("whisper_full_greedy",), "transformers": ("whisper_e2e_generate",)},
      "whisper_full / generate() with their sampling machinery"),
+    ("whisper_full's own timing of a 1-row decoder call, ms",
+     {"whisper.cpp": ("whisper_full_greedy_decode_call",)}, "whisper_get_timings, one run"),
     ("one more greedy step inside that loop, ms",
      {"whisper.cpp": ("whisper_full_greedy_step",),
       "transformers": ("whisper_generate_step",)}, "(run(T) - run(T/3)) / (T - T/3), T = --tokens"),

@@ -10,6 +10,9 @@
 //                          the prefix + exactly --tokens decoder steps; ms
 //   whisper_full_beam5_step  (beam5(T) - beam5(T/3)) / (T - T/3): one beam step of 5 rows, ms
 //   (and whisper_full_greedy_step the same at beam 1)
+//   whisper_full_greedy_decode_call / whisper_full_beam5_decode_call  whisper.cpp's own
+//                          decoder timings (whisper_get_timings) of one such run: ms per
+//                          decoder call of 1 / 5 rows, sampling excluded
 //   whisper_transcribe     --transcribe: whisper_full with its defaults (greedy, language en,
 //                          timestamps, fallback), ms and text: the check that a real model's
 //                          conversion reads right
@@ -27,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -252,6 +256,23 @@ class Bench {
            (full_ms - short_ms) / (t - t_short),
            "\"unit\":\"step\",\"beam\":" + std::to_string(beam) + ",\"from_tokens\":[" +
                std::to_string(t_short) + "," + std::to_string(t) + "]");
+    }
+
+    // whisper.cpp's own decoder timings of one more call of each: per single-token call
+    // (greedy) and per call of 5 rows (beam 5); the prefix call (P = 2 or 4 tokens, counted
+    // with the 5-row calls by whisper.cpp) is taken as one more such call.
+    for (int beam : {1, 5}) {
+      const std::vector<float> s = read_wav(opt_.audio);
+      whisper_reset_timings(ctx_);
+      full(s, beam, t);
+      const std::unique_ptr<whisper_timings> tm(whisper_get_timings(ctx_));
+      const int n_prefix = int(prefix_.size()) + 1;  // + <|notimestamps|>
+      const double ms =
+          beam == 1 ? tm->decode_ms : tm->batchd_ms * double(n_prefix + beam * t) / double(t + 1);
+      emit(beam == 1 ? "whisper_full_greedy_decode_call" : "whisper_full_beam5_decode_call", ms,
+           "\"unit\":\"step\",\"beam\":" + std::to_string(beam) +
+               ",\"source\":\"whisper_get_timings, one run\",\"sample_ms_per_token\":" +
+               std::to_string(tm->sample_ms));
     }
 
     if (opt_.transcribe) {
