@@ -172,10 +172,16 @@ class Bench:
                     out["seq"] = self.generate(self.features(s), beams, steps)
 
                 full_ms = self.median_ms(lambda: e2e(t))
-                new = out["seq"].shape[-1]
+                seq = out["seq"][0].tolist()
+                # generate() returns the new tokens, after the 4 (2) forced ones when it
+                # keeps those: sot, en, transcribe, notimestamps.
+                new = len(seq) - (len(self.prefix) + 1 if seq[:1] == [self.sot] else 0)
+                if new != t:
+                    print(f"transformers_bench: generate() gave {new} new tokens, not {t}",
+                          file=sys.stderr)
                 sfx = "" if beams == 1 else "_beam5"
                 self.emit("whisper_e2e_generate" + sfx, full_ms, unit="run", beam=beams,
-                          decode_tokens=t, returned_tokens=int(new),
+                          decode_tokens=t, new_tokens=new, returned_tokens=len(seq),
                           audio_seconds=audio_s)
                 t_short = t // 3
                 short_ms = self.median_ms(lambda: e2e(t_short))
