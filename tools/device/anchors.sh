@@ -140,7 +140,8 @@ convert() {  # SRC_DIR OUT.bin
     log "converted $1 -> $2 ($(du -h "$2" | cut -f1)) in $((SECONDS - t0)) s"
 }
 
-# Rows of whisper-bench's timings (whisper_print_timings) in the anchors' schema.
+# Rows of whisper-bench's timings (whisper_print_timings) in the anchors' schema; ms is the
+# total over the count (its own per-run column has two decimals).
 whisper_bench_rows() {  # LABEL < whisper-bench output
   $PY -c '
 import json, re, sys
@@ -150,7 +151,7 @@ for line in sys.stdin:
     if m and int(m.group(3)) > 0:
         unit = "window" if m.group(1) == "encode" else "token"
         print(json.dumps({"system": "whisper.cpp", "bench": "wcpp_bench_" + m.group(1),
-                          "ms": float(m.group(4)), "unit": unit, "calls": int(m.group(3)),
+                          "ms": float(m.group(2)) / int(m.group(3)), "unit": unit, "calls": int(m.group(3)),
                           "model": label, "source": "whisper-bench", "device": sys.argv[2],
                           "flash_attn": True}))
 ' "$1" "$DEVICE"
