@@ -1,4 +1,5 @@
-// Spectral ops on CUDA (ops/spectral.h): grid-stride element loops, math in f32.
+// Spectral ops on CUDA (ops/spectral.h): grid-stride element loops, math in f32; the clamps
+// are written as std::max(v, floor) on the CPU (v unless v < floor: NaN stays NaN).
 // log_mel_normalize is two launches: per-block maxima into scratch, then every block
 // reduces those (at most kMaxBlocks of them) and clamps its share of x.
 #include <algorithm>
@@ -51,7 +52,7 @@ __global__ void log_mel_columns_kernel(const T* mel, T* out, int64_t n_frames, i
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t m = e / n_frames, t = e - m * n_frames;
     const float v = dev_to_f32(mel[t * n_mels + m]);
-    out[m * n_out + offset + t] = dev_from_f32<T>(log10f(v > kLogMelFloor ? v : kLogMelFloor));
+    out[m * n_out + offset + t] = dev_from_f32<T>(log10f(v < kLogMelFloor ? kLogMelFloor : v));
   }
 }
 
@@ -73,7 +74,7 @@ __global__ void clamp_kernel(T* x, int64_t n, const float* partial, int n_partia
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     const float v = dev_to_f32(x[e]);
-    x[e] = dev_from_f32<T>(((v > floor ? v : floor) + kLogMelOffset) / kLogMelScale);
+    x[e] = dev_from_f32<T>(((v < floor ? floor : v) + kLogMelOffset) / kLogMelScale);
   }
 }
 
