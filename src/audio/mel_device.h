@@ -18,8 +18,9 @@
 namespace parley {
 
 struct DeviceMelOptions {
-  // Frames per STFT pass: the temporaries hold about chunk_frames * 4.4 KB (80 mels), so
-  // hours of audio do not need gigabytes; the clamp to the global max runs once at the end.
+  // Frames per STFT pass: the temporaries hold chunk_frames * 4.3 KB (80 mels: frame,
+  // spectrum, power and mel rows; 13 MB at the default), so hours of audio need no more;
+  // the clamp to the global max runs once, over the whole output, at the end.
   int64_t chunk_frames = kChunkFrames;
   // Output and temporaries from this pool (it must be on the device) instead of the system.
   Pool* pool = nullptr;
