@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/ops/spectral.h"
 #include "engine/threadpool.h"
 
 namespace parley {
@@ -149,14 +150,12 @@ Tensor log_mel_spectrogram(std::span<const float> samples, int n_mels, int64_t p
 }
 
 Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames) {
-  check_arg(mel.ndim() == 2 && mel.dtype() == DType::f32 && !mel.is_cuda(),
-            "[mel] pad_or_trim_frames expects a CPU f32 [n_mels, n_frames] tensor, got " +
-                mel.describe());
+  check_arg(
+      mel.ndim() == 2 && mel.dtype() == DType::f32,
+      "[mel] pad_or_trim_frames expects an f32 [n_mels, n_frames] tensor, got " + mel.describe());
   check_arg(frames >= 0, "[mel] frames must be non-negative");
-  const int64_t n_mels = mel.dim(0), n = mel.dim(1), keep = std::min(n, frames);
-  Tensor out = Tensor::zeros({n_mels, frames}, DType::f32);
-  for (int64_t m = 0; m < n_mels; ++m)
-    std::copy_n(mel.data<float>() + m * n, keep, out.data<float>() + m * frames);
+  Tensor out = Tensor::empty({mel.dim(0), frames}, DType::f32, mel.device());
+  copy_columns(mel, 0, std::min(mel.dim(1), frames), out);
   return out;
 }
 

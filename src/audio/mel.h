@@ -31,8 +31,9 @@ Tensor mel_filters(int n_mels);
 // over cpu_threads(). Empty input (0 frames) gives [n_mels, 0].
 Tensor log_mel_spectrogram(std::span<const float> samples, int n_mels, int64_t padding_samples = 0);
 
-// Copies `mel` f32 [n_mels, n] to [n_mels, frames]: trims the last dimension or pads it
-// with zeros (the reference's pad_or_trim(mel, N_FRAMES) in the log-mel domain).
+// Copies `mel` f32 [n_mels, n] to [n_mels, frames] on mel's device: trims the last
+// dimension or pads it with zeros (the reference's pad_or_trim(mel, N_FRAMES) in the
+// log-mel domain).
 Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames = kChunkFrames);
 
 }  // namespace parley

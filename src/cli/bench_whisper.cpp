@@ -18,6 +18,7 @@
 
 #include "audio/decode.h"
 #include "audio/mel.h"
+#include "audio/mel_device.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/load_options.h"
@@ -167,11 +168,13 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   const double audio_seconds = double(samples.size()) / kWhisperSampleRate;
   emit({{"bench", "whisper_audio_decode"}, {"ms", audio_ms}, {"audio_seconds", audio_seconds}});
 
-  // The log-mel of the whole file as transcribe() computes it (with 30 s of padding).
+  // The log-mel of the whole file as transcribe() computes it (with 30 s of padding, on
+  // the model's device).
   const int n_mels = model->config().n_mels;
   Tensor mel;
-  const double mel_ms = median_ms(
-      opt.runs, warmup, dev, [&] { mel = log_mel_spectrogram(samples, n_mels, kChunkSamples); });
+  const double mel_ms = median_ms(opt.runs, warmup, dev, [&] {
+    mel = log_mel_spectrogram_for(dev, samples, n_mels, kChunkSamples);
+  });
   emit({{"bench", "whisper_mel"}, {"ms", mel_ms}, {"frames", mel.dim(1)}});
 
   const Tensor window = pad_or_trim_frames(mel, kChunkFrames);  // encoder cost is shape-only
@@ -200,7 +203,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   // audio says, so every system can be made to do the same work.
   const double forced_ms = median_ms(opt.runs, warmup, dev, [&] {
     const std::vector<float> s = load_audio(opt.audio);
-    const Tensor m = log_mel_spectrogram(s, n_mels, kChunkSamples);
+    const Tensor m = log_mel_spectrogram_for(dev, s, n_mels, kChunkSamples);
     session.encode(pad_or_trim_frames(m, kChunkFrames));
     forced_decode_ms_per_token(session, prefix, opt.decode_tokens);
   });

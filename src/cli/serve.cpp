@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/load_options.h"
 #include "cli/vad_gate.h"
 #include "engine/threadpool.h"
 #include "server/http_server.h"
@@ -25,6 +26,7 @@ struct ServeCliOptions {
   std::string vad = "on";
   std::string vad_model;  // empty: default_vad_model_path()
   server::ServerOptions http;
+  DeviceFlags device;
 };
 
 void run_serve(ServeCliOptions opt) {
@@ -33,7 +35,13 @@ void run_serve(ServeCliOptions opt) {
   opt.http.max_body_bytes = uint64_t(opt.max_body_mb * 1024 * 1024);
   ServiceOptions s;
   s.model_dir = opt.model.empty() ? default_model_dir() : opt.model;
+  s.load = load_options(opt.device);
   s.workers = opt.workers;
+  if (s.load.device == Device::cuda && s.workers > 1) {
+    std::cerr << "[serve] --device cuda: one worker (the CUDA backend has one stream); "
+              << "requests beyond it queue" << std::endl;
+    s.workers = 1;
+  }
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
   s.vad_default = opt.vad == "on";
@@ -74,6 +82,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
+  add_device_flags(cmd, opt->device);
   cmd->add_option("--vad", opt->vad,
                   "Silence gate for requests that do not set 'vad': audio without speech "
                   "(Silero VAD) gets an empty transcript without running Whisper")

@@ -1,5 +1,7 @@
 #include "server/audio_request.h"
 
+#include "text/base64.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -10,6 +12,7 @@
 #include "engine/error.h"
 #include "server/api_error.h"
 #include "server/multipart.h"
+#include "text/base64.h"
 
 namespace parley::server {
 namespace {
@@ -67,11 +70,11 @@ RawRequest from_json(std::string_view body) {
             "[request] 'file' must be an object {\"data\": \"<base64>\", \"filename\": \"x.wav\"}",
             "file"));
       }
-      try {
-        raw.audio = base64_decode(value["data"].get<std::string>());
-      } catch (const Error& e) {
-        throw ApiException(bad_request(e.what(), "file"));
-      }
+      const auto bytes = base64_decode(value["data"].get<std::string>(),
+                                       {.skip_whitespace = true, .require_padding = false});
+      if (!bytes)
+        throw ApiException(bad_request("[request] 'file.data' is not valid base64", "file"));
+      raw.audio.emplace(bytes->begin(), bytes->end());
       if (value.contains("filename")) {
         if (!value["filename"].is_string())
           throw ApiException(bad_request("[request] 'file.filename' must be a string", "file"));
@@ -247,38 +250,6 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
 }
 
 }  // namespace
-
-std::vector<uint8_t> base64_decode(std::string_view text) {
-  static const auto table = [] {
-    std::array<int8_t, 256> t{};
-    t.fill(-1);
-    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; ++i) t[uint8_t(alphabet[i])] = int8_t(i);
-    return t;
-  }();
-  std::vector<uint8_t> out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t padding = 0;
-  for (const char c : text) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    const int8_t v = table[uint8_t(c)];
-    check_arg(v >= 0 && padding == 0, "[request] 'file.data' is not valid base64");
-    acc = (acc << 6) | uint32_t(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(uint8_t((acc >> bits) & 0xff));
-    }
-  }
-  check_arg(bits < 6 && padding <= 2, "[request] 'file.data' is not valid base64 (truncated)");
-  return out;
-}
 
 AudioRequest parse_audio_request(std::string_view content_type, std::string_view body,
                                  const std::string& task) {

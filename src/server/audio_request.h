@@ -48,7 +48,4 @@ OutputFormat output_format(const AudioRequest& r);
 AudioRequest parse_audio_request(std::string_view content_type, std::string_view body,
                                  const std::string& task);
 
-// RFC 4648 base64 (whitespace ignored, padding optional); throws invalid_argument.
-std::vector<uint8_t> base64_decode(std::string_view text);
-
 }  // namespace parley::server

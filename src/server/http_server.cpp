@@ -94,6 +94,7 @@ Outcome make_outcome(const TranscribeResult* result, double audio_seconds, std::
     info.task = req.task;
     info.duration = audio_seconds;
     info.words = req.word_timestamps;
+    info.usage = true;
     o.body = format_transcript(*result, f, info);
     o.content_type = (f == OutputFormat::json || f == OutputFormat::verbose_json)
                          ? "application/json"

@@ -20,10 +20,13 @@ struct WhisperService::Loaded {
 
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
   check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
+  check_arg(options_.load.device != Device::cuda || options_.workers == 1,
+            "[serve] a CUDA model runs one worker (one stream, graphed decoder steps)");
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
   if (!options_.vad_model.empty()) vad_ = vad::SileroModel::load(options_.vad_model);
   if (options_.residency == Residency::resident) {
-    auto model = WhisperModel::load(options_.model_dir);  // fails at start-up, not later
+    auto model =
+        WhisperModel::load(options_.model_dir, options_.load);  // fails at start-up, not later
     resident_ = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
   }
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -81,7 +84,7 @@ std::shared_ptr<const WhisperService::Loaded> WhisperService::acquire_model() {
   std::lock_guard lock(model_mu_);
   if (resident_) return resident_;
   if (auto m = shared_.lock()) return m;
-  auto model = WhisperModel::load(options_.model_dir);
+  auto model = WhisperModel::load(options_.model_dir, options_.load);
   auto m = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
   shared_ = m;
   return m;

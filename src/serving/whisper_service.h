@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "whisper/model.h"
 #include "whisper/transcribe.h"
 
 namespace parley {
 
-class WhisperModel;
 namespace vad {
 class SileroModel;
 }
@@ -41,6 +41,9 @@ enum class Residency {
 
 struct ServiceOptions {
   std::string model_dir;
+  // Where the model runs and its dtype. The CUDA backend queues all work on one stream
+  // (and captures decoder steps as graphs), so a CUDA service runs one worker.
+  LoadOptions load;
   int workers = 2;          // requests decoded concurrently
   int queue_capacity = 64;  // requests waiting beyond the running ones; more are refused
   Residency residency = Residency::resident;

@@ -8,43 +8,9 @@
 #include <unordered_map>
 
 #include "engine/error.h"
+#include "text/base64.h"
 
 namespace parley {
-namespace {
-
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-// Standard base64 with '=' padding (what tiktoken's load_tiktoken_bpe accepts);
-// false when malformed.
-bool decode_base64(std::string_view in, std::string& out) {
-  out.clear();
-  if (in.empty() || in.size() % 4 != 0) return false;
-  size_t pad = 0;
-  while (pad < 2 && in[in.size() - 1 - pad] == '=') ++pad;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < in.size() - pad; ++i) {
-    int v = base64_value(in[i]);
-    if (v < 0) return false;
-    acc = (acc << 6) | uint32_t(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += char((acc >> bits) & 0xff);
-    }
-  }
-  // Leftover bits must be zero padding.
-  return (acc & ((1u << bits) - 1)) == 0;
-}
-
-}  // namespace
 
 std::vector<std::string> parse_tiktoken_ranks(std::string_view contents, const std::string& name) {
   auto fail = [&](size_t line, const std::string& problem) {
@@ -72,7 +38,9 @@ std::vector<std::string> parse_tiktoken_ranks(std::string_view contents, const s
     // lenient b64decode reads as b''; keep it as an empty token that never matches.
     if (b64.find_first_not_of('=') == std::string_view::npos && b64.size() <= 2)
       token.clear();
-    else if (!decode_base64(b64, token) || token.empty())
+    else if (auto bytes = base64_decode(b64); bytes && !bytes->empty())
+      token = std::move(*bytes);
+    else
       fail(line_no, "bad base64 token \"" + std::string(b64) + "\"");
     uint64_t rank = 0;
     auto [end, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);

@@ -1,6 +1,7 @@
 #include "whisper/formats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,11 @@ nlohmann::json json_text(const std::string& s) {
 }
 
 // OpenAI's include[]=logprobs shape: token text, log-probability, raw bytes.
+// OpenAI's usage object of models billed by audio duration.
+nlohmann::json usage_json(const TranscriptInfo& info) {
+  return {{"type", "duration"}, {"seconds", std::round(info.duration * 1000.0) / 1000.0}};
+}
+
 nlohmann::json logprobs_array(const TranscribeResult& result) {
   nlohmann::json out = nlohmann::json::array();
   for (const TokenLogprob& t : result.logprobs) {
@@ -185,6 +191,7 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
     case OutputFormat::json: {
       nlohmann::json doc{{"text", json_text(result.text)}};
       if (!result.logprobs.empty()) doc["logprobs"] = logprobs_array(result);
+      if (info.usage) doc["usage"] = usage_json(info);
       return doc.dump() + "\n";
     }
     case OutputFormat::verbose_json: {
@@ -218,6 +225,7 @@ std::string format_transcript(const TranscribeResult& result, OutputFormat forma
                             {"text", json_text(result.text)},
                             {"segments", segments}};
       if (info.words) doc["words"] = std::move(words);
+      if (info.usage) doc["usage"] = usage_json(info);
       return doc.dump(2) + "\n";
     }
     case OutputFormat::srt: {

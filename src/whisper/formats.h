@@ -32,6 +32,9 @@ struct TranscriptInfo {
   int max_line_count = 0;        // lines per subtitle
   int max_words_per_line = 0;    // words per subtitle line (no effect with max_line_width)
   bool highlight_words = false;  // one cue per word with that word in <u></u>
+  // json and verbose_json get OpenAI's "usage": {"type": "duration", "seconds": duration}
+  // (the server's responses; the reference's files have none).
+  bool usage = false;
 };
 
 // TranscribeResult::logprobs as OpenAI's JSON array ([{"token", "logprob", "bytes"}]): the

@@ -5,26 +5,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 
 #include "audio/mel.h"
+#include "audio/mel_device.h"
 #include "engine/error.h"
+#include "engine/ops/spectral.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 
 namespace parley {
 namespace {
 
-// mel[:, seek : seek + frames] zero-padded to 3000 frames: pad_or_trim in the log-mel domain.
+// mel[:, seek : seek + frames] zero-padded to 3000 frames: pad_or_trim in the log-mel domain,
+// on the mel's device.
 Tensor mel_window(const Tensor& mel, int64_t seek, int64_t frames) {
-  const int64_t n_mels = mel.dim(0), total = mel.dim(1);
-  Tensor out = Tensor::zeros({n_mels, kChunkFrames}, DType::f32);
-  const float* src = mel.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t m = 0; m < n_mels; ++m) {
-    std::memcpy(dst + m * kChunkFrames, src + m * total + seek, size_t(frames) * sizeof(float));
-  }
+  Tensor out = Tensor::empty({mel.dim(0), kChunkFrames}, DType::f32, mel.device());
+  copy_columns(mel, seek, frames, out);
   return out;
 }
 
@@ -160,10 +157,10 @@ std::string format_timestamp(double seconds, bool always_include_hours, char dec
 
 TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                 const Tensor& mel, const TranscribeOptions& o) {
-  check_arg(mel.dtype() == DType::f32 && !mel.is_cuda() && mel.ndim() == 2 &&
-                mel.dim(0) == source.n_mels() && mel.dim(1) >= kChunkFrames,
+  check_arg(mel.dtype() == DType::f32 && mel.ndim() == 2 && mel.dim(0) == source.n_mels() &&
+                mel.dim(1) >= kChunkFrames,
             "[whisper] transcribe: expected a padded log-mel f32 [" +
-                std::to_string(source.n_mels()) + ", >= 3000] on the CPU, got " + mel.describe());
+                std::to_string(source.n_mels()) + ", >= 3000], got " + mel.describe());
   check_options(o);
   const int64_t content_frames = mel.dim(1) - kChunkFrames;
 
@@ -312,7 +309,10 @@ TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokeni
 TranscribeResult transcribe(WhisperSession& session, const WhisperTokenizer& tokenizer,
                             std::span<const float> samples, const TranscribeOptions& options) {
   SessionLogitsSource source(session);
-  return transcribe(source, tokenizer, samples, options);
+  // On the model's device: a CUDA model's features never visit the host.
+  const Tensor mel =
+      log_mel_spectrogram_for(session.model().device(), samples, source.n_mels(), kChunkSamples);
+  return transcribe_mel(source, tokenizer, mel, options);
 }
 
 }  // namespace parley

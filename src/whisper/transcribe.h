@@ -119,7 +119,9 @@ TranscribeResult transcribe(WhisperSession& session, const WhisperTokenizer& tok
 TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokenizer,
                             std::span<const float> samples, const TranscribeOptions& options);
 // From the log-mel of the audio with 30 s of padding, f32 [n_mels, content_frames + 3000]
-// (log_mel_spectrogram(samples, n_mels, kChunkSamples)).
+// (log_mel_spectrogram(samples, n_mels, kChunkSamples)) on any device: windows are cut on
+// the mel's device. transcribe(WhisperSession&) computes it on the model's device
+// (log_mel_spectrogram_for).
 TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                 const Tensor& padded_mel, const TranscribeOptions& options);
 

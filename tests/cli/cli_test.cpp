@@ -68,6 +68,17 @@ TEST(Cli, BenchOpsOnMissingCudaIsAClearError) {
   EXPECT_THAT(r.output, testing::HasSubstr("CUDA"));
 }
 
+TEST(Cli, ServeOnMissingCudaIsAClearError) {
+#ifdef PARLEY_HAS_CUDA
+  GTEST_SKIP() << "CUDA build: with a GPU the server would start";
+#endif
+  // The model loads at start-up, so the error comes before the server listens.
+  auto r = run_parley("serve --device cuda --dtype f16 --port 0 --workers 3 --vad off");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("one worker"));
+  EXPECT_THAT(r.output, testing::HasSubstr("CUDA"));
+}
+
 }  // namespace
 
 namespace {

@@ -53,15 +53,6 @@ TEST(Multipart, RejectsEveryTruncation) {
   EXPECT_THROW(multipart_boundary("application/json; boundary=x"), Error);
 }
 
-TEST(Base64, DecodesAndRejects) {
-  const auto v = base64_decode("aGVs\nbG8=");
-  EXPECT_EQ(std::string(v.begin(), v.end()), "hello");
-  EXPECT_EQ(base64_decode("").size(), 0u);
-  EXPECT_THROW(base64_decode("aGVs*G8="), Error);
-  EXPECT_THROW(base64_decode("aG=Vs"), Error);
-  EXPECT_THROW(base64_decode("a"), Error);
-}
-
 int status_of(const std::string& ctype, const std::string& body, const std::string& task) {
   try {
     parse_audio_request(ctype, body, task);

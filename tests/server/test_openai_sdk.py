@@ -19,6 +19,8 @@ def test_json_real_text(client):
     with open_audio("jfk.wav") as f:
         t = client.audio.transcriptions.create(model="whisper-1", file=f)
     assert normalized(t.text) == JFK
+    assert t.usage.type == "duration"
+    assert 10.9 < t.usage.seconds < 11.2
 
 
 def test_verbose_json_segments(client):
@@ -35,6 +37,7 @@ def test_verbose_json_segments(client):
     assert t.segments[-1].end <= t.duration + 0.5
     assert normalized(" ".join(s.text for s in t.segments)) == JFK
     assert all(s.tokens for s in t.segments)
+    assert t.usage.type == "duration" and t.usage.seconds == pytest.approx(t.duration, abs=1e-3)
 
 
 def test_text_format(client):

@@ -24,6 +24,7 @@
 #include "whisper/decoding.h"
 #include "whisper/model.h"
 #include "whisper/synth.h"
+#include "whisper/transcribe.h"
 
 namespace parley {
 namespace {
@@ -235,6 +236,38 @@ TEST(WhisperCuda, EncoderF32MatchesCpu) {
   gpu.encode(mel);
   const Tensor a = cpu.audio_features(), b = gpu.audio_features().to(Device::cpu);
   EXPECT_LE(max_abs_diff(a, b), 1e-3f * max_abs(a));
+}
+
+// transcribe() on a CUDA session computes the log-mel on the GPU (mel_device.h) and cuts
+// its windows there; in f32 the transcript must equal the CPU parity path's, whose mel is
+// kissfft's. jfk.wav three times (33 s) needs a second window, cut at a seek > 0.
+TEST(WhisperCuda, TranscribeWithGpuMelMatchesCpu) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const auto cpu_model = WhisperModel::load(kModelDir);
+  const auto gpu_model = WhisperModel::load(kModelDir, {Device::cuda, DType::f32});
+  const WhisperTokenizer tok = load_tokenizer(*cpu_model);
+  std::vector<float> jfk = load_audio(kData + "/audio/jfk.wav");
+  std::vector<float> thrice;
+  for (int i = 0; i < 3; ++i) thrice.insert(thrice.end(), jfk.begin(), jfk.end());
+  TranscribeOptions o;
+  o.temperatures = {0.0f};
+  for (const std::vector<float>* audio : {&jfk, &thrice}) {
+    WhisperSession cpu(cpu_model), gpu(gpu_model);
+    const TranscribeResult want = transcribe(cpu, tok, *audio, o);
+    const TranscribeResult got = transcribe(gpu, tok, *audio, o);
+    EXPECT_EQ(got.text, want.text);
+    ASSERT_EQ(got.segments.size(), want.segments.size());
+    if (audio == &thrice) {
+      EXPECT_GT(got.segments.back().seek, 0);
+    }
+    for (size_t i = 0; i < want.segments.size(); ++i) {
+      EXPECT_EQ(got.segments[i].tokens, want.segments[i].tokens) << "segment " << i;
+      EXPECT_EQ(got.segments[i].seek, want.segments[i].seek) << "segment " << i;
+    }
+    std::cout << "[ info ] cuda f32 transcript (" << audio->size() << " samples): " << got.text
+              << "\n";
+  }
 }
 
 }  // namespace

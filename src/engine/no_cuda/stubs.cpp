@@ -12,6 +12,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
+#include "engine/ops/spectral.h"
 #include "engine/ops/transpose.h"
 
 namespace parley {
@@ -67,6 +68,13 @@ void argmax(const Tensor&, Tensor&) { no_cuda("argmax"); }
 void topk(const Tensor&, int, Tensor&, Tensor&) { no_cuda("topk"); }
 void softmax(const Tensor&, Tensor&, bool log) { no_cuda(log ? "log_softmax" : "softmax"); }
 void permute(const Tensor&, const std::vector<int>&, Tensor&) { no_cuda("permute"); }
+void stft_frames(const Tensor&, const Tensor&, Tensor&, const StftFramesOptions&) {
+  no_cuda("stft_frames");
+}
+void power_spectrum(const Tensor&, Tensor&) { no_cuda("power_spectrum"); }
+void log_mel_columns(const Tensor&, Tensor&, int64_t) { no_cuda("log_mel_columns"); }
+void log_mel_normalize(Tensor&) { no_cuda("log_mel_normalize"); }
+void copy_columns(const Tensor&, int64_t, int64_t, Tensor&) { no_cuda("copy_columns"); }
 
 }  // namespace cuda
 }  // namespace parley
