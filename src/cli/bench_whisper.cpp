@@ -248,7 +248,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
     // exactly --decode-tokens beam steps.
     const double beam_ms = median_ms(opt.runs, warmup, dev, [&] {
       const std::vector<float> s = load_audio(opt.audio);
-      const Tensor m = log_mel_spectrogram(s, n_mels, kChunkSamples);
+      const Tensor m = log_mel_spectrogram_for(dev, s, n_mels, kChunkSamples);
       session.encode(pad_or_trim_frames(m, kChunkFrames));
       forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens);
     });

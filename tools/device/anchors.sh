@@ -14,7 +14,7 @@
 # synthetic turbo (when missing) and the ggml conversions, then waits for the build.
 # bench: prepare (what is already in $WORK is kept), then every timing, one system after
 # the other on a quiet machine. all: bench with a fresh build. TURBO_DIR is what
-#   parley synth whisper --shape large-v3-turbo --vocab data/multilingual.tiktoken --dtype f16 -o DIR
+#   parley synth whisper --shape large-v3-turbo --vocab multilingual.tiktoken --dtype f16 -o DIR
 # writes (`all` and `bench` make it with PARLEY_BIN when DIR has no model.safetensors).
 #
 # Environment (defaults):
@@ -22,7 +22,10 @@
 #                         "unit", "model", ...}), anchors.md (summarize.py's tables),
 #                         anchors.log (everything else: build, conversions, raw outputs)
 #   RUNS=10 WARMUP=2 TOKENS=30   medians of RUNS timed calls; forced decoder steps
-#   VOCAB_DIR=data        holds multilingual.tiktoken (and gpt2.tiktoken for tiny.en)
+#   GPU_DATA=.            whisper_gpu.sh's carried folder (data/, models/, debs/)
+#   VOCAB_DIR             holds multilingual.tiktoken (and gpt2.tiktoken for tiny.en);
+#                         default: the first of $GPU_DATA/data/whisper, $GPU_DATA/data,
+#                         data/whisper, data that has multilingual.tiktoken
 #   WCPP_TAR=.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz   the trimmed source
 #   WORK=/tmp/anchors     build tree, ggml files, vocabulary folder
 #   JOBS=16 THREADS=16    build jobs; CPU threads of every system's CPU side
@@ -45,6 +48,12 @@ OUT=${OUT:-/tmp/out}
 RUNS=${RUNS:-10}
 WARMUP=${WARMUP:-2}
 TOKENS=${TOKENS:-30}
+GPU_DATA=${GPU_DATA:-.}
+if [[ -z ${VOCAB_DIR:-} ]]; then  # whisper_gpu.sh's layouts, newest first
+  for d in "$GPU_DATA/data/whisper" "$GPU_DATA/data" data/whisper data; do
+    [[ -f $d/multilingual.tiktoken ]] && VOCAB_DIR=$d && break
+  done
+fi
 VOCAB_DIR=${VOCAB_DIR:-data}
 WCPP_TAR=${WCPP_TAR:-$ROOT/.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz}
 WORK=${WORK:-/tmp/anchors}
