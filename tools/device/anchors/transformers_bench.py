@@ -92,7 +92,8 @@ class Bench:
             max_length=self.model.config.max_target_positions, **langs)
 
     def emit(self, bench, ms, **extra):
-        row = {"system": "transformers", "bench": bench, "ms": ms, **extra, **self.common}
+        row = {"system": "transformers", "bench": bench, "ms": ms, "unit": "run", **extra,
+               **self.common}
         print(json.dumps(row), flush=True)
 
     def sync(self):

@@ -136,7 +136,9 @@ class Bench {
   }
 
   // One row: {"system":"whisper.cpp","bench":...,"ms":...,<extra>,<common fields>}.
-  void emit(const std::string& bench, double ms, const std::string& extra = "") const {
+  void emit(const std::string& bench, double ms, std::string extra = "") const {
+    if (extra.find("\"unit\"") == std::string::npos)
+      extra = "\"unit\":\"run\"" + std::string(extra.empty() ? "" : ",") + extra;
     std::printf(
         "{\"system\":\"whisper.cpp\",\"bench\":\"%s\",\"ms\":%.4f%s%s,\"model\":\"%s\","
         "\"device\":\"%s\",\"dtype\":\"ggml-f16\",\"threads\":%d,\"runs\":%d,\"warmup\":%d,"
