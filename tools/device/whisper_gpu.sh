@@ -25,7 +25,7 @@ ls $TINY
 mkdir -p "$OUT" /tmp/deps
 for f in "$DEBS"/*.deb; do dpkg -x "$f" /tmp/deps; done
 export PARLEY_DEPS_PREFIX=/tmp/deps BUILD_DIR=${BUILD_DIR:-/tmp/build-gpu}
-export PARLEY_CLI=ON PARLEY_TARGETS="parley test_whisper"
+export PARLEY_CLI=ON PARLEY_TARGETS="parley test_whisper test_audio"
 t0=$(date +%s)
 tools/device/build_and_test.sh -DPARLEY_TEST_DATA="$(realpath $GPU_DATA/data)" \
   -DPARLEY_TEST_MODEL_DIR=$TINY >"$OUT/build_test.log" 2>&1
@@ -36,7 +36,8 @@ arch_lib="/tmp/deps/usr/lib/$(gcc -print-multiarch)"
 export LD_LIBRARY_PATH="$arch_lib:/tmp/deps/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 P=$BUILD_DIR/parley
 if [[ "${1:-}" != quick ]]; then
-  "$BUILD_DIR/tests/test_whisper" --gtest_filter='WhisperCuda*' 2>&1 | tail -25 | tee "$OUT/cuda_test.log"
+  "$BUILD_DIR/tests/test_whisper" --gtest_filter='WhisperCuda*:*OnCuda*' 2>&1 | tail -25 | tee "$OUT/cuda_test.log"
+  "$BUILD_DIR/tests/test_audio" --gtest_filter='*Cuda*' 2>&1 | tail -12 | tee -a "$OUT/cuda_test.log"
 fi
 for dt in f32 f16 bf16; do
   echo "== transcribe tiny.en cuda $dt"
