@@ -1,6 +1,8 @@
 // Public scaled dot-product attention: shape, dtype and mask checks, then CPU or CUDA.
 #include "engine/ops/attention.h"
 
+#include <utility>
+
 #include "engine/ops/op_checks.h"
 #include "engine/ops/transpose.h"
 
@@ -38,6 +40,45 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     cuda::attention(q, k, v, out, opt);
   else
     cpu::attention(q, k, v, out, opt);
+}
+
+void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, int n_head,
+                      Tensor& out, const AttentionOptions& opt) {
+  constexpr std::string_view op = "attention_tokens";
+  const Device dev = detail::check_args(op, {{"q", &q.t}, {"k", &k.t}, {"v", &v.t}, {"out", &out}});
+  detail::check_float(op, "q", q.t);
+  for (const detail::Arg& a : {detail::Arg{"k", &k.t}, {"v", &v.t}, {"out", &out}})
+    detail::require(a.t->dtype() == q.t.dtype(), op, [&] {
+      return detail::arg_str("q", q.t) + " and " + detail::arg_str(a.name, *a.t) +
+             ": dtypes differ";
+    });
+  detail::require(opt.key_mask == nullptr, op, "key_mask is not supported");
+  detail::require(out.ndim() == 3 && n_head > 0 && out.dim(2) % n_head == 0, op, [&] {
+    return detail::arg_str("out", out) +
+           ": expected [B, Lq, H * D] with H = " + std::to_string(n_head);
+  });
+  const int64_t b = out.dim(0), lq = out.dim(1), hd = out.dim(2);
+  for (const auto& [name, x] :
+       {std::pair<const char*, const TokenHeads*>{"q", &q}, {"k", &k}, {"v", &v}})
+    detail::require(
+        x->t.ndim() == 3 && x->t.dim(0) == b && x->col >= 0 && x->col + hd <= x->t.dim(2), op, [&] {
+          return detail::arg_str(name, x->t) + " at column " + std::to_string(x->col) +
+                 ": expected [" + std::to_string(b) + ", L, W] with the " + std::to_string(hd) +
+                 " columns of the heads inside W";
+        });
+  detail::require(q.t.dim(1) == lq, op, [&] {
+    return detail::arg_str("q", q.t) + " and " + detail::arg_str("out", out) +
+           ": expected the same number of queries";
+  });
+  detail::require(n_keys >= 0 && n_keys <= k.t.dim(1) && n_keys <= v.t.dim(1), op, [&] {
+    return std::to_string(n_keys) + " keys but " + detail::arg_str("k", k.t) + " and " +
+           detail::arg_str("v", v.t) + " hold fewer positions";
+  });
+  if (out.numel() == 0) return;
+  if (dev == Device::cuda)
+    cuda::attention_tokens(q, k, v, n_keys, n_head, out, opt);
+  else
+    cpu::attention_tokens(q, k, v, n_keys, n_head, out, opt);
 }
 
 void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt) {
