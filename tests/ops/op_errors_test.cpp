@@ -205,6 +205,29 @@ TEST(OpErrors, AttentionTokens) {
         attention_tokens({qkv, 0}, {cache, 16}, {c16, 32}, 5, 2, o);
       },
       {"[attention_tokens]", "dtypes differ"});
+  Tensor index_f32 = f32({1}), index_2 = of({2}, DType::i32);
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16, &index_f32}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index f32[1]", "i32"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {cache, 32, &index_2}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index i32[2]"});
+  Tensor index_far = of({1}, DType::i32);
+  index_far.data<int32_t>()[0] = 1;
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16, &index_far}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index 1 outside [0, 1)"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0, &index_far}, {cache, 16}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "q takes no batch_index"});
   Tensor mask = of({1, 5}, DType::i8);
   AttentionOptions opt;
   opt.key_mask = &mask;

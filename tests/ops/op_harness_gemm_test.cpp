@@ -420,6 +420,7 @@ struct AttentionTokensCase {
   int64_t batch, heads, d, lq, n_keys, cap;
   int64_t wq, qc, wk, kc, wv, vc;
   bool causal;
+  std::vector<int32_t> slots = {};  // k and v batch_index; k and v get max + 2 batches
 };
 
 class AttentionTokens : public OpTest {
@@ -434,19 +435,28 @@ class AttentionTokens : public OpTest {
                  (ac.causal ? " causal" : ""));
     const int64_t hd = ac.heads * ac.d;
     const HostTensor q = random({ac.batch, ac.lq, ac.wq}, -2.0f, 2.0f);
-    const HostTensor k = random({ac.batch, ac.cap, ac.wk}, -2.0f, 2.0f);
-    const HostTensor v = random({ac.batch, ac.cap, ac.wv});
-    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t);
+    const bool indexed = !ac.slots.empty();
+    const int64_t kv_batch =
+        indexed ? *std::max_element(ac.slots.begin(), ac.slots.end()) + 2 : ac.batch;
+    const HostTensor k = random({kv_batch, ac.cap, ac.wk}, -2.0f, 2.0f);
+    const HostTensor v = random({kv_batch, ac.cap, ac.wv});
+    Tensor slots_host = Tensor::empty({ac.batch}, DType::i32);
+    for (int64_t b = 0; b < ac.batch; ++b)
+      slots_host.data<int32_t>()[b] = indexed ? ac.slots[size_t(b)] : int32_t(b);
+    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dslots = dev(slots_host);
     AttentionOptions opt;
     opt.causal = ac.causal;
     Tensor o = out({ac.batch, ac.lq, hd});
-    attention_tokens({dq, ac.qc}, {dk, ac.kc}, {dv, ac.vc}, ac.n_keys, int(ac.heads), o, opt);
+    const Tensor* index = indexed ? &dslots : nullptr;
+    attention_tokens({dq, ac.qc}, {dk, ac.kc, index}, {dv, ac.vc, index}, ac.n_keys, int(ac.heads),
+                     o, opt);
 
     const double scale = 1.0 / std::sqrt(double(ac.d));
     std::vector<double> want(size_t(o.numel()), 0.0), s(size_t(ac.n_keys));
     for (int64_t b = 0; b < ac.batch; ++b)
       for (int64_t h = 0; h < ac.heads; ++h)
         for (int64_t i = 0; i < ac.lq; ++i) {
+          const int64_t kb = slots_host.data<int32_t>()[b];
           const int64_t end =
               ac.causal ? std::clamp<int64_t>(i + ac.n_keys - ac.lq + 1, 0, ac.n_keys) : ac.n_keys;
           if (end == 0) continue;  // nothing visible: zeros
@@ -455,7 +465,7 @@ class AttentionTokens : public OpTest {
             double dot = 0.0;
             for (int64_t c = 0; c < ac.d; ++c)
               dot += double(q.v[size_t((b * ac.lq + i) * ac.wq + ac.qc + h * ac.d + c)]) *
-                     k.v[size_t((b * ac.cap + j) * ac.wk + ac.kc + h * ac.d + c)];
+                     k.v[size_t((kb * ac.cap + j) * ac.wk + ac.kc + h * ac.d + c)];
             s[size_t(j)] = dot * scale;
             mx = std::max(mx, s[size_t(j)]);
           }
@@ -464,7 +474,7 @@ class AttentionTokens : public OpTest {
             const double p = std::exp(s[size_t(j)] - mx) / sum;
             for (int64_t c = 0; c < ac.d; ++c)
               want[size_t((b * ac.lq + i) * hd + h * ac.d + c)] +=
-                  p * v.v[size_t((b * ac.cap + j) * ac.wv + ac.vc + h * ac.d + c)];
+                  p * v.v[size_t((kb * ac.cap + j) * ac.wv + ac.vc + h * ac.d + c)];
           }
         }
     expect_close(read_floats(o), want, tol(), "attention_tokens");
@@ -497,6 +507,13 @@ TEST_P(AttentionTokens, CrossAttention) {
   run({1, 6, 64, 1, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false});
   run({1, 6, 64, 5, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false});
   run({2, 3, 12, 4, 70, 71, 37, 1, 41, 3, 40, 2, false});
+}
+
+// Beam rows in slots of a cache (batch_index): a row reads another batch of k and v, two
+// rows the same slot; decode steps (split path) and a prefill past 32 queries (CPU GEMM path).
+TEST_P(AttentionTokens, BatchIndex) {
+  run({3, 2, 64, 1, 90, 100, 384, 0, 384, 128, 384, 256, true, {2, 0, 2}});
+  run({2, 2, 8, 40, 50, 50, 48, 0, 48, 16, 48, 32, true, {1, 0}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionTokens, ::testing::ValuesIn(op_params()), op_param_name);

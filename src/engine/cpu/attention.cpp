@@ -41,6 +41,8 @@ struct Geometry {
   const int8_t* mask;  // [B, Lk] or null
   bool causal;
   Strides sq, sk, sv, so;
+  const int32_t* k_index = nullptr;  // batch b reads k's batch k_index[b] (or b when null)
+  const int32_t* v_index = nullptr;
 
   Geometry(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt)
       : batch(q.dim(0)),
@@ -124,8 +126,8 @@ void attention_rows(const T* pq, const T* pk, const T* pv, T* po, const Geometry
     for (int64_t r = begin; r < end; ++r) {
       const int64_t bh = r / g.lq, i = r % g.lq, b = bh / g.heads, h = bh % g.heads;
       const int64_t visible = g.visible(i);
-      const T* kb = pk + g.sk.at(b, h, 0);
-      const T* vb = pv + g.sv.at(b, h, 0);
+      const T* kb = pk + g.sk.at(g.k_index ? g.k_index[b] : b, h, 0);
+      const T* vb = pv + g.sv.at(g.v_index ? g.v_index[b] : b, h, 0);
       load_f32(pq + g.sq.at(b, h, i), qrow.data(), g.d);
       for (int64_t j = 0; j < visible; ++j)
         s[size_t(j)] = dot(qrow.data(), kb + j * g.sk.row, g.d) * g.scale;
@@ -211,7 +213,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
 
 void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads& v, int64_t n_keys,
                       int n_head, Tensor& out, const AttentionOptions& opt) {
-  const Geometry g(q.t, k.t, v.t, n_keys, n_head, out, opt);
+  Geometry g(q.t, k.t, v.t, n_keys, n_head, out, opt);
+  g.k_index = k.batch_index ? k.batch_index->data<int32_t>() : nullptr;
+  g.v_index = v.batch_index ? v.batch_index->data<int32_t>() : nullptr;
   dispatch_float(out.dtype(), "attention_tokens", [&](auto tag) {
     using T = decltype(tag);
     const T* pq = q.t.data<T>() + q.col;
@@ -223,15 +227,17 @@ void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads
     }
     // Prefill: the GEMM path on [B, H, L, D] copies (a decoder prompt of a few hundred
     // tokens runs ~20x slower in the plain loops).
-    const auto heads = [&](const T* src, const Strides& st, int64_t len) {
+    const auto heads = [&](const T* src, const Strides& st, int64_t len, const int32_t* index) {
       Tensor t = Tensor::empty({g.batch, g.heads, len, g.d}, out.dtype());
       T* dst = t.data<T>();
       for (int64_t b = 0; b < g.batch; ++b)
         for (int64_t h = 0; h < g.heads; ++h)
-          for (int64_t i = 0; i < len; ++i, dst += g.d) std::copy_n(src + st.at(b, h, i), g.d, dst);
+          for (int64_t i = 0; i < len; ++i, dst += g.d)
+            std::copy_n(src + st.at(index ? index[b] : b, h, i), g.d, dst);
       return t;
     };
-    const Tensor q4 = heads(pq, g.sq, g.lq), k4 = heads(pk, g.sk, g.lk), v4 = heads(pv, g.sv, g.lk);
+    const Tensor q4 = heads(pq, g.sq, g.lq, nullptr), k4 = heads(pk, g.sk, g.lk, g.k_index),
+                 v4 = heads(pv, g.sv, g.lk, g.v_index);
     Tensor o4 = Tensor::empty(q4.shape(), out.dtype());
     attention_gemm(q4, k4, v4, o4, Geometry(q4, k4, v4, opt));
     const T* src = o4.data<T>();

@@ -54,6 +54,10 @@ struct AttnShape {
   bool causal;
   const int8_t* key_mask;  // [B, Lk] or null
   Strides q, k, v, o;
+  const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
+  const int32_t* v_index;
+  __device__ int64_t k_batch(int64_t b) const { return k_index ? k_index[b] : b; }
+  __device__ int64_t v_batch(int64_t b) const { return v_index ? v_index[b] : b; }
 };
 
 template <typename T>
@@ -65,8 +69,8 @@ __global__ void __launch_bounds__(kThreadsAttn)
   float* partial = scores + s.lk;  // [kThreadsAttn]
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const T* q_row = q + s.q.at(b, h, i);
-  const T* k_head = k + s.k.at(b, h, 0);
-  const T* v_head = v + s.v.at(b, h, 0);
+  const T* k_head = k + s.k.at(s.k_batch(b), h, 0);
+  const T* v_head = v + s.v.at(s.v_batch(b), h, 0);
   T* out_row = out + s.o.at(b, h, i);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = kThreadsAttn / 32;
@@ -170,7 +174,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   for (int64_t d = tid; d < s.d; d += kThreadsSplit) qs[d] = dev_to_f32(q_row[d]) * s.scale;
   __syncthreads();
 
-  const T* k_head = k + s.k.at(b, h, j0);
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
   for (int64_t j = warp; j < n; j += kWarps) {
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
     float dot = 0.0f;
@@ -202,7 +206,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
     part_m[slot] = m;
     part_l[slot] = l;
   }
-  const T* v_head = v + s.v.at(b, h, j0);
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
   const int64_t groups = s.dv < kThreadsSplit ? kThreadsSplit / s.dv : 1;
   if (groups == 1) {
     for (int64_t d = tid; d < s.dv; d += kThreadsSplit) {
@@ -271,7 +275,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
 #pragma unroll
     for (int x = 0; x < kVec; ++x) qf[x] = dev_to_f32(e[x]) * s.scale;
   }
-  const T* k_head = k + s.k.at(b, h, j0) + sub * kVec;
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
   // Every lane of a warp runs the same passes (the shuffles need all 32).
   for (int base = 0; base < n; base += kGroups) {
     const int j = base + grp;
@@ -316,7 +320,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   float acc[kVec];
 #pragma unroll
   for (int x = 0; x < kVec; ++x) acc[x] = 0.0f;
-  const T* v_head = v + s.v.at(b, h, j0) + sub * kVec;
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
   for (int j = grp; j < n; j += kGroups) {
     const uint4 raw = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row);
     const T* e = reinterpret_cast<const T*>(&raw);
@@ -487,6 +491,8 @@ void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads
   s.k = {k.t.dim(1) * k.t.dim(2), d, k.t.dim(2)};
   s.v = {v.t.dim(1) * v.t.dim(2), d, v.t.dim(2)};
   s.o = {out.dim(1) * out.dim(2), d, out.dim(2)};
+  s.k_index = k.batch_index ? k.batch_index->data<int32_t>() : nullptr;
+  s.v_index = v.batch_index ? v.batch_index->data<int32_t>() : nullptr;
   const size_t bytes = dtype_size(out.dtype());
   const auto at_col = [&](const TokenHeads& x) {
     return static_cast<const char*>(x.t.raw()) + size_t(x.col) * bytes;

@@ -32,10 +32,14 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
 
 // One operand of attention_tokens: `t` [B, L, W] holds H heads of D side by side in the
 // columns [col, col + H * D) of every row, and W is the row stride (q of a fused q|k|v
-// projection, or one layer's k or v in a buffer of every layer's).
+// projection, or one layer's k or v in a buffer of every layer's). For k and v only,
+// batch_index (i32 [B] on the same device) makes batch b read t's batch batch_index[b]
+// (beam rows in slots of a cache); its values must lie in [0, t.dim(0)), which only the CPU
+// checks.
 struct TokenHeads {
   const Tensor& t;
   int64_t col = 0;
+  const Tensor* batch_index = nullptr;
 };
 
 // Attention over token-major operands read in place, with no permutes into heads and back
