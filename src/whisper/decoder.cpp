@@ -17,7 +17,7 @@
 // each row's slot of a per-layer [rows, n_text_ctx, 3d] cache, where the row keeps its later
 // positions too; a step runs all rows as one [B, d] batch (one GEMM per weight,
 // cross-attention as B queries of the shared audio K/V, self-attention as one
-// attention_tokens call per row over its slot).
+// attention_tokens call whose k/v batch_index maps each row to its slot).
 #include <cstring>
 
 #include "engine/error.h"
@@ -68,11 +68,12 @@ void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l
 }
 
 // Batched self-attention, one new token per row: x [B, d] += out_proj(attn(ln(x))), row b
-// reading its slot slots[b] of `rows` [capacity, n_text_ctx, 3d] (shared positions copied
-// there at fork, then its own); this step's q|k|v go to position offset.
+// reading slot slots[b] of `rows` [capacity, n_text_ctx, 3d] (shared positions copied there
+// at fork, then its own); this step's q|k|v go to position offset.
 struct RowsSelfCache {
   Tensor& rows;
-  std::span<const int32_t> slots;
+  const Tensor& slots;  // i32 [B] on the model's device
+  std::span<const int32_t> host_slots;
   int64_t offset;
 };
 
@@ -81,18 +82,18 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.rows.dim(1);
   const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [B, d]
   const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [B, 3d]
-  Tensor attn = pool.alloc({b, d}, x.dtype());            // [B, d]
   for (int64_t r = 0; r < b; ++r) {
-    const int64_t slot = c.slots[size_t(r)];
-    const Tensor row_qkv = qkv.slice0(r, r + 1);  // [1, 3d]
-    Tensor own = c.rows.slice0(slot, slot + 1);   // [1, n_ctx, 3d]
-    own.reshape({n_ctx, 3 * d}).slice0(c.offset, c.offset + 1).copy_from(row_qkv);
-    Tensor out = attn.slice0(r, r + 1).reshape({1, 1, d});
-    // One query at the last position sees every cached one: no causal limit to apply.
-    attention_tokens({row_qkv.reshape({1, 1, 3 * d}), 0}, {own, d}, {own, 2 * d}, c.offset + 1,
-                     n_head, out);
+    const int64_t slot = c.host_slots[size_t(r)];
+    c.rows.slice0(slot, slot + 1)
+        .reshape({n_ctx, 3 * d})
+        .slice0(c.offset, c.offset + 1)
+        .copy_from(qkv.slice0(r, r + 1));
   }
-  linear_residual(attn, l.self_out, x);
+  Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]
+  // One query per row at the last position sees every cached one: no causal limit.
+  attention_tokens({qkv.reshape({b, 1, 3 * d}), 0}, {c.rows, d, &c.slots},
+                   {c.rows, 2 * d, &c.slots}, c.offset + 1, n_head, attn);
+  linear_residual(attn.reshape({b, d}), l.self_out, x);
 }
 
 // Logits f32 [T, n_vocab] on the CPU of the final hidden states x [T, d] (decode_rows; decode()
@@ -115,7 +116,7 @@ Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeig
   return host;
 }
 
-// Token ids on the model's device (decode_rows).
+// i32 values (token ids, row slots) on the model's device (decode_rows).
 Tensor device_ids(Pool& pool, Pool& host_pool, std::span<const int32_t> tokens, Device dev) {
   const int64_t t = int64_t(tokens.size());
   Tensor ids_host = host_pool.alloc({t}, DType::i32);
@@ -217,6 +218,7 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
   const Device dev = model_->device();
 
   const Tensor ids = device_ids(pool_, host_pool_, tokens, dev);
+  const Tensor slots = device_ids(pool_, host_pool_, row_slot_, dev);  // i32 [B]
   Tensor x = pool_.alloc({b, d}, dt);  // [B, d], every row at position `offset`
   embedding(w.token_embedding, ids, x);
   const Tensor position = w.decoder_positions.slice0(offset, offset + 1);
@@ -226,7 +228,8 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
   }
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& layer = w.decoder_layers[i];
-    rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, row_slot_, offset}, c.n_text_head);
+    rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, slots, row_slot_, offset},
+                        c.n_text_head);
     // The rows are B queries of the same audio: one attention call, no causal mask.
     decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
