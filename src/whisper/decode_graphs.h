@@ -1,5 +1,5 @@
 // CUDA graphs of single-token decoder steps (WhisperSession::decode on CUDA). A step queues
-// about 25 small kernels per layer; launching them one by one costs more host time than
+// about 13 small kernels per layer; launching them one by one costs more host time than
 // they take on the GPU. The first step at a cache offset runs eagerly (which also warms
 // the pools, cuBLAS plans and scratch it needs), then the same work is captured into a
 // graph; every later step at that offset, in any window, replays the graph with one launch.

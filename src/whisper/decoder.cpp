@@ -4,15 +4,20 @@
 //   per block: x += self_attn(ln(x)) (causal, KV cache); x += cross_attn(ln(x), audio);
 //              x += mlp(ln(x))
 //   logits = ln(x) @ token_embedding^T
-// The self-attention cache keeps K and V token-major, [n_text_ctx, d], so appending T
-// tokens is one contiguous copy; each step permutes the valid prefix to [1, H, L, d_head]
-// for the attention op (2 * L * d elements per layer, small next to the matmuls).
+// The self-attention cache of a layer is token-major [n_text_ctx, 3d]: the fused q|k|v
+// projection of a step writes its rows straight into it, and attention_tokens reads q, k and
+// v there in place (k and v as column ranges with a row stride of 3d), so a step runs no
+// permutes and no cache copies. Cross-attention reads the session's token-major buffer of
+// every layer's audio K/V (encoder.cpp) the same way. A single-token step per layer:
+// LayerNorm, QKV GEMM, attention (2 kernels on CUDA), output GEMM + residual; LayerNorm,
+// q GEMM, attention (2), output GEMM + residual; LayerNorm, fc1 + GELU, fc2 + residual.
 //
 // Batched rows (beam search, best_of; WhisperSession::fork / decode_rows / reorder_rows):
-// the initial tokens are decoded once into the session's cache and shared; each row keeps
-// its later positions in a slot of a per-layer [rows, n_text_ctx, d] cache, and a step runs
-// all rows as one [B, d] batch (one GEMM per weight, cross-attention as B queries of the
-// shared audio K/V, self-attention as B batches of the attention op).
+// the initial tokens are decoded once into the session's cache; fork() copies them into
+// each row's slot of a per-layer [rows, n_text_ctx, 3d] cache, where the row keeps its later
+// positions too; a step runs all rows as one [B, d] batch (one GEMM per weight,
+// cross-attention as B queries of the shared audio K/V, self-attention as one
+// attention_tokens call whose k/v batch_index maps each row to its slot).
 #include <cstring>
 
 #include "engine/error.h"
@@ -20,7 +25,6 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
-#include "engine/ops/transpose.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 #include "whisper/model.h"
@@ -29,154 +33,90 @@ namespace parley {
 namespace whisper {
 namespace {
 
-// x [T, H * d_head] token-major -> out [1, H, T, d_head]
-void to_heads(const Tensor& x, int64_t n_head, Tensor& out) {
-  const int64_t t = x.dim(0), d_head = x.dim(1) / n_head;
-  permute(x.reshape({1, t, n_head, d_head}), {0, 2, 1, 3}, out);
-}
-
-Tensor to_heads(Pool& pool, const Tensor& x, int64_t n_head) {
-  Tensor heads = pool.alloc({1, n_head, x.dim(0), x.dim(1) / n_head}, x.dtype());
-  to_heads(x, n_head, heads);
-  return heads;
-}
-
-// The first `total` cached positions of `cache` [n_text_ctx, d] as [1, H, total, d_head],
-// in a buffer of the cache's full size, so a warm pool serves every step from one block.
-Tensor cached_heads(Pool& pool, const Tensor& cache, int64_t total, int64_t n_head) {
-  const int64_t d = cache.dim(1);
-  Tensor buffer = pool.alloc({cache.numel()}, cache.dtype());
-  Tensor heads = buffer.slice0(0, total * d).reshape({1, n_head, total, d / n_head});
-  to_heads(cache.slice0(0, total), n_head, heads);
-  return heads;
-}
-
-struct SelfCache {
-  Tensor& k;       // [n_text_ctx, d]
-  Tensor& v;       // [n_text_ctx, d]
-  int64_t offset;  // positions already cached
-};
-
-// x [T, d] += out_proj(causal_self_attention(ln(x))), appending this step's K/V.
-void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
-                            const SelfCache& cache, int n_head) {
-  const int64_t t = x.dim(0), d = x.dim(1), total = cache.offset + t;
+// x [T, d] += out_proj(causal_self_attention(ln(x))); the QKV projection of the T tokens
+// goes to positions [offset, offset + T) of `cache` [n_text_ctx, 3d].
+void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l, Tensor& cache,
+                            int64_t offset, int n_head) {
+  const int64_t t = x.dim(0), d = x.dim(1), total = offset + t, n_ctx = cache.dim(0);
   const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [T, d]
-  const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [T, 3d]
-  Tensor parts = pool.alloc({3, t, d}, x.dtype());        // q, k, v token-major
-  permute(qkv.reshape({t, 3, d}), {1, 0, 2}, parts);
-  cache.k.slice0(cache.offset, total).copy_from(parts.slice0(1, 2).reshape({t, d}));
-  cache.v.slice0(cache.offset, total).copy_from(parts.slice0(2, 3).reshape({t, d}));
-
-  const Tensor q = to_heads(pool, parts.slice0(0, 1).reshape({t, d}), n_head);  // [1, H, T, dh]
-  const Tensor k = cached_heads(pool, cache.k, total, n_head);                  // [1, H, L, dh]
-  const Tensor v = cached_heads(pool, cache.v, total, n_head);                  // [1, H, L, dh]
-  Tensor attn = pool.alloc(q.shape(), q.dtype());
+  Tensor step = cache.slice0(offset, total);              // [T, 3d]
+  MatmulOptions proj;
+  proj.trans_b = true;
+  proj.bias = &l.self_qkv.bias;
+  matmul(attn_in, l.self_qkv.weight, step, proj);
+  const Tensor all = cache.reshape({1, n_ctx, 3 * d});
+  Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d], heads side by side
   AttentionOptions opt;
   opt.causal = true;
-  attention(q, k, v, attn, opt);
-  const Tensor merged = merge_heads(pool, attn);  // [T, d]
-  linear_residual(merged, l.self_out, x);
+  attention_tokens({step.reshape({1, t, 3 * d}), 0}, {all, d}, {all, 2 * d}, total, n_head, attn,
+                   opt);
+  linear_residual(attn.reshape({t, d}), l.self_out, x);
 }
 
-// x [T, d] += out_proj(cross_attention(ln(x), audio K/V))
+// x [T, d] += out_proj(cross_attention(ln(x), audio K/V)); cross_kv [n_audio_ctx, layers * 2d]
+// holds layer `layer`'s k at columns [2d * layer, 2d * layer + d) and its v after it.
 void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
-                             const Tensor& cross_kv, int n_head) {
+                             const Tensor& cross_kv, int64_t layer, int n_head) {
+  const int64_t t = x.dim(0), d = x.dim(1), n_audio = cross_kv.dim(0);
   const Tensor attn_in = layer_norm(pool, x, l.cross_ln);  // [T, d]
-  const Tensor q_tok = linear(pool, attn_in, l.cross_q);   // [T, d]
-  const Tensor q = to_heads(pool, q_tok, n_head);          // [1, H, T, dh]
-  Tensor attn = pool.alloc(q.shape(), q.dtype());
-  attention(q, cross_kv.slice0(0, 1), cross_kv.slice0(1, 2), attn);
-  const Tensor merged = merge_heads(pool, attn);  // [T, d]
-  linear_residual(merged, l.cross_out, x);
+  const Tensor q = linear(pool, attn_in, l.cross_q);       // [T, d]
+  const Tensor kv = cross_kv.reshape({1, n_audio, cross_kv.dim(1)});
+  Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d]
+  attention_tokens({q.reshape({1, t, d}), 0}, {kv, 2 * d * layer}, {kv, 2 * d * layer + d}, n_audio,
+                   n_head, attn);
+  linear_residual(attn.reshape({t, d}), l.cross_out, x);
 }
 
 // Batched self-attention, one new token per row: x [B, d] += out_proj(attn(ln(x))), row b
-// seeing the shared positions [0, shared_len) of `shared` and its own [shared_len, total) of
-// slot slots[b] in `rows` [capacity, n_text_ctx, d]; this step's K/V go to position offset.
+// reading slot slots[b] of `rows` [capacity, n_text_ctx, 3d] (shared positions copied there
+// at fork, then its own); this step's q|k|v go to position offset.
 struct RowsSelfCache {
-  const Tensor& shared_k;  // [n_text_ctx, d]
-  const Tensor& shared_v;
-  Tensor& rows_k;  // [capacity, n_text_ctx, d]
-  Tensor& rows_v;
-  std::span<const int32_t> slots;
-  int64_t shared_len;
+  Tensor& rows;
+  const Tensor& slots;  // i32 [B] on the model's device
+  std::span<const int32_t> host_slots;
   int64_t offset;
 };
 
-// [B, L, d] (row b: shared positions, then its slot's) as heads [B, H, L, dh], in buffers of
-// the largest size so a warm pool serves every step.
-Tensor rows_heads(Pool& pool, const Tensor& shared, const Tensor& rows, const RowsSelfCache& c,
-                  int64_t n_head) {
-  const int64_t b = int64_t(c.slots.size()), n_ctx = shared.dim(0), d = shared.dim(1);
-  const int64_t total = c.offset + 1;
-  Tensor joined = pool.alloc({b * n_ctx * d}, shared.dtype());
-  Tensor joined_3d = joined.slice0(0, b * total * d).reshape({b, total, d});
-  for (int64_t r = 0; r < b; ++r) {
-    Tensor dst = joined_3d.slice0(r, r + 1).reshape({total, d});
-    const Tensor own = rows.slice0(c.slots[size_t(r)], c.slots[size_t(r)] + 1).reshape({n_ctx, d});
-    dst.slice0(0, c.shared_len).copy_from(shared.slice0(0, c.shared_len));
-    dst.slice0(c.shared_len, total).copy_from(own.slice0(c.shared_len, total));
-  }
-  Tensor buffer = pool.alloc({b * n_ctx * d}, shared.dtype());
-  Tensor heads = buffer.slice0(0, b * total * d).reshape({b, n_head, total, d / n_head});
-  permute(joined_3d.reshape({b, total, n_head, d / n_head}), {0, 2, 1, 3}, heads);
-  return heads;
-}
-
 void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
                          const RowsSelfCache& c, int n_head) {
-  const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.shared_k.dim(0), dh = d / n_head;
+  const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.rows.dim(1);
   const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [B, d]
   const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [B, 3d]
-  Tensor parts = pool.alloc({3, b, d}, x.dtype());        // q, k, v row-major
-  permute(qkv.reshape({b, 3, d}), {1, 0, 2}, parts);
   for (int64_t r = 0; r < b; ++r) {
-    const int64_t slot = c.slots[size_t(r)];
-    for (int kv = 1; kv <= 2; ++kv) {
-      Tensor& cache = kv == 1 ? c.rows_k : c.rows_v;
-      cache.slice0(slot, slot + 1)
-          .reshape({n_ctx, d})
-          .slice0(c.offset, c.offset + 1)
-          .copy_from(parts.slice0(kv, kv + 1).reshape({b, d}).slice0(r, r + 1));
-    }
+    const int64_t slot = c.host_slots[size_t(r)];
+    c.rows.slice0(slot, slot + 1)
+        .reshape({n_ctx, 3 * d})
+        .slice0(c.offset, c.offset + 1)
+        .copy_from(qkv.slice0(r, r + 1));
   }
-  Tensor q = pool.alloc({b, n_head, 1, dh}, x.dtype());  // [B, H, 1, dh]
-  permute(parts.slice0(0, 1).reshape({b, 1, n_head, dh}), {0, 2, 1, 3}, q);
-  const Tensor k = rows_heads(pool, c.shared_k, c.rows_k, c, n_head);  // [B, H, L, dh]
-  const Tensor v = rows_heads(pool, c.shared_v, c.rows_v, c, n_head);  // [B, H, L, dh]
-  Tensor attn = pool.alloc(q.shape(), q.dtype());
-  attention(q, k, v, attn);  // one query per row sees every cached position
-  Tensor merged = pool.alloc({b, d}, x.dtype());
-  Tensor merged_4d = merged.reshape({b, 1, n_head, dh});
-  permute(attn, {0, 2, 1, 3}, merged_4d);
-  linear_residual(merged, l.self_out, x);
+  Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]
+  // One query per row at the last position sees every cached one: no causal limit.
+  attention_tokens({qkv.reshape({b, 1, 3 * d}), 0}, {c.rows, d, &c.slots},
+                   {c.rows, 2 * d, &c.slots}, c.offset + 1, n_head, attn);
+  linear_residual(attn.reshape({b, d}), l.self_out, x);
 }
 
 // Logits f32 [T, n_vocab] on the CPU of the final hidden states x [T, d] (decode_rows; decode()
 // keeps its own copy of these steps so the two can change apart).
 Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
-                 int64_t n_vocab, Device dev, DType dt) {
+                 int64_t n_vocab, Device dev) {
   const int64_t t = x.dim(0);
   const Tensor out = layer_norm(pool, x, w.decoder_ln);  // [T, d]
-  const bool direct = dev == Device::cpu && dt == DType::f32;
+  // f32 out of the GEMM whatever the weights' dtype, as in decode(): 16-bit logits would
+  // flip argmaxes between near-equal candidates.
+  const bool direct = dev == Device::cpu;
   Tensor logits = direct ? host_pool.alloc({t, n_vocab}, DType::f32)
-                         : pool.alloc({t, n_vocab}, dt);  // [T, n_vocab]
+                         : pool.alloc({t, n_vocab}, DType::f32);  // [T, n_vocab]
   MatmulOptions opt;
   opt.trans_b = true;
   matmul(out, w.token_embedding, logits, opt);
   if (direct) return logits;
-  Tensor logits_f32 = logits;
-  if (dt != DType::f32) {
-    logits_f32 = pool.alloc(logits.shape(), DType::f32);
-    convert(logits, logits_f32);
-  }
   Tensor host = host_pool.alloc(logits.shape(), DType::f32);
-  host.copy_from(logits_f32);
+  host.copy_from(logits);
   return host;
 }
 
-// Token ids on the model's device (decode_rows).
+// i32 values (token ids, row slots) on the model's device (decode_rows).
 Tensor device_ids(Pool& pool, Pool& host_pool, std::span<const int32_t> tokens, Device dev) {
   const int64_t t = int64_t(tokens.size());
   Tensor ids_host = host_pool.alloc({t}, DType::i32);
@@ -195,20 +135,27 @@ void WhisperSession::fork(int n_rows) {
   check_arg(n_rows >= 1, "[whisper] fork: n_rows must be >= 1, got " + std::to_string(n_rows));
   check_arg(encoded_ && n_cached_ > 0, "[whisper] fork: decode the shared tokens first");
   check_arg(!rows_active(), "[whisper] fork: rows are already in use; reset() first");
+  const int64_t width = 3 * int64_t(c.n_text_state);
   if (row_capacity_ < n_rows) {  // once per session and beam size, never in the step loop
     row_cache_.clear();
-    for (int i = 0; i < c.n_text_layer; ++i) {
+    for (int i = 0; i < c.n_text_layer; ++i)
       row_cache_.push_back(
-          {Tensor::empty({n_rows, c.n_text_ctx, c.n_text_state}, model_->dtype(), model_->device()),
-           Tensor::empty({n_rows, c.n_text_ctx, c.n_text_state}, model_->dtype(),
-                         model_->device())});
-    }
+          {Tensor::empty({n_rows, c.n_text_ctx, width}, model_->dtype(), model_->device())});
     row_capacity_ = n_rows;
   }
   n_rows_ = n_rows;
   fork_at_ = n_cached_;
   row_slot_.resize(size_t(n_rows));
   for (int i = 0; i < n_rows; ++i) row_slot_[size_t(i)] = i;
+  // Every slot a row can take (reorder_rows picks them below n_rows) starts with the shared
+  // positions, so a row's attention reads one contiguous cache.
+  for (size_t l = 0; l < row_cache_.size(); ++l)
+    for (int s = 0; s < n_rows; ++s)
+      row_cache_[l]
+          .qkv.slice0(s, s + 1)
+          .reshape({c.n_text_ctx, width})
+          .slice0(0, n_cached_)
+          .copy_from(cache_[l].self_qkv.slice0(0, n_cached_));
 }
 
 void WhisperSession::reorder_rows(std::span<const int32_t> source) {
@@ -232,7 +179,7 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
     }
   }
   const WhisperConfig& c = model_->config();
-  const int64_t d = c.n_text_state;
+  const int64_t width = 3 * int64_t(c.n_text_state);
   int32_t free_slot = 0;
   for (size_t i = 0; i < source.size(); ++i) {
     if (next[i] >= 0) continue;
@@ -242,13 +189,11 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
     const int32_t from = row_slot_[size_t(source[i])];
     if (n_cached_ > fork_at_) {
       for (RowCache& rc : row_cache_) {
-        for (Tensor* t : {&rc.k, &rc.v}) {
-          const Tensor src = t->slice0(from, from + 1).reshape({c.n_text_ctx, d});
-          t->slice0(free_slot, free_slot + 1)
-              .reshape({c.n_text_ctx, d})
-              .slice0(fork_at_, n_cached_)
-              .copy_from(src.slice0(fork_at_, n_cached_));
-        }
+        const Tensor src = rc.qkv.slice0(from, from + 1).reshape({c.n_text_ctx, width});
+        rc.qkv.slice0(free_slot, free_slot + 1)
+            .reshape({c.n_text_ctx, width})
+            .slice0(fork_at_, n_cached_)
+            .copy_from(src.slice0(fork_at_, n_cached_));
       }
     }
   }
@@ -273,6 +218,7 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
   const Device dev = model_->device();
 
   const Tensor ids = device_ids(pool_, host_pool_, tokens, dev);
+  const Tensor slots = device_ids(pool_, host_pool_, row_slot_, dev);  // i32 [B]
   Tensor x = pool_.alloc({b, d}, dt);  // [B, d], every row at position `offset`
   embedding(w.token_embedding, ids, x);
   const Tensor position = w.decoder_positions.slice0(offset, offset + 1);
@@ -282,16 +228,14 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
   }
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& layer = w.decoder_layers[i];
-    rows_self_attention(pool_, x, layer,
-                        {cache_[i].self_k, cache_[i].self_v, row_cache_[i].k, row_cache_[i].v,
-                         row_slot_, fork_at_, offset},
+    rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, slots, row_slot_, offset},
                         c.n_text_head);
     // The rows are B queries of the same audio: one attention call, no causal mask.
-    decoder_cross_attention(pool_, x, layer, cache_[i].cross_kv, c.n_text_head);
+    decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
   n_cached_ = int(offset + 1);
-  return logits_of(pool_, host_pool_, x, w, c.n_vocab, dev, dt);
+  return logits_of(pool_, host_pool_, x, w, c.n_vocab, dev);
 }
 
 Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
@@ -333,9 +277,8 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
 
     for (size_t i = 0; i < cache_.size(); ++i) {
       const DecoderLayerWeights& layer = w.decoder_layers[i];
-      decoder_self_attention(pool_, x, layer, {cache_[i].self_k, cache_[i].self_v, offset},
-                             c.n_text_head);
-      decoder_cross_attention(pool_, x, layer, cache_[i].cross_kv, c.n_text_head);
+      decoder_self_attention(pool_, x, layer, cache_[i].self_qkv, offset, c.n_text_head);
+      decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
       mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
     }
 

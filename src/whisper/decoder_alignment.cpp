@@ -39,8 +39,13 @@ void full_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l, in
 
 // x [T, d] += out_proj(cross_attention(ln(x), audio K/V)), as q k^T, softmax, @ v; the
 // scores [H, T, n_audio_ctx] (before the softmax) are returned for the caller to keep.
+// The layer's K/V are projected from the audio features again here, split into heads
+// [2, H, n_audio_ctx, d_head]: the decoding path keeps them token-major for its fused
+// attention, and this pass runs once per window.
 Tensor cross_attention_keep_scores(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
-                                   const Tensor& cross_kv, int n_head) {
+                                   const Tensor& audio, int n_head) {
+  const Tensor kv_tok = linear(pool, audio, l.cross_kv);         // [n_audio_ctx, 2d]
+  const Tensor cross_kv = split_heads(pool, kv_tok, 2, n_head);  // [2, H, n_audio_ctx, dh]
   const int64_t t = x.dim(0), h = n_head, tk = cross_kv.dim(2), dh = cross_kv.dim(3);
   const Tensor attn_in = layer_norm(pool, x, l.cross_ln);  // [T, d]
   const Tensor q_tok = linear(pool, attn_in, l.cross_q);   // [T, d]
@@ -112,7 +117,7 @@ CrossAttentionWeights WhisperSession::cross_attention_weights(
     const DecoderLayerWeights& layer = w.decoder_layers[i];
     full_self_attention(pool_, x, layer, c.n_text_head);
     const Tensor scores =
-        cross_attention_keep_scores(pool_, x, layer, cache_[i].cross_kv, c.n_text_head);
+        cross_attention_keep_scores(pool_, x, layer, audio_features_, c.n_text_head);
     for (size_t k = 0; k < heads.size(); ++k) {
       if (heads[k].first != int(i)) continue;
       const int64_t h = heads[k].second;
@@ -122,7 +127,8 @@ CrossAttentionWeights WhisperSession::cross_attention_weights(
   }
 
   const Tensor normed = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
-  Tensor logits = pool_.alloc({t, c.n_vocab}, dt);           // [T, n_vocab]
+  // f32 out of the GEMM, as decode(): 16-bit logits would flip argmaxes.
+  Tensor logits = pool_.alloc({t, c.n_vocab}, DType::f32);  // [T, n_vocab]
   MatmulOptions opt;
   opt.trans_b = true;
   matmul(normed, w.token_embedding, logits, opt);

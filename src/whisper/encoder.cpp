@@ -157,12 +157,12 @@ void WhisperSession::encode(const Tensor& mel) {
   }
   parley::layer_norm(x, w.encoder_ln.gamma, w.encoder_ln.beta, kLayerNormEps, audio_features_);
 
-  // Cross-attention K/V depend only on the audio: once per window.
-  for (size_t i = 0; i < cache_.size(); ++i) {
-    const Tensor kv = linear(pool_, audio_features_, w.decoder_layers[i].cross_kv);  // [1500, 2d]
-    permute(kv.reshape({c.n_audio_ctx, 2, c.n_text_head, d / c.n_text_head}), {1, 2, 0, 3},
-            cache_[i].cross_kv);  // [2, H, 1500, d_head]
-  }
+  // Cross-attention K/V depend only on the audio: once per window, every decoder layer's
+  // in one GEMM, token-major [1500, n_text_layer * 2d] as the decoder's attention reads it.
+  MatmulOptions kv_opt;
+  kv_opt.trans_b = true;
+  kv_opt.bias = &w.decoder_cross_kv.bias;
+  matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
   n_cached_ = 0;
   encoded_ = true;
 }

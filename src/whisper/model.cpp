@@ -44,6 +44,27 @@ std::string read_text_if_exists(const fs::path& path) {
   return fs::exists(path) ? read_text(path) : std::string();
 }
 
+// Stacks every decoder layer's cross-attention k|v projection into w.decoder_cross_kv and
+// makes the layers' own weights views of their rows (no second copy).
+void stack_cross_kv(WhisperWeights& w) {
+  if (w.decoder_layers.empty()) return;
+  const LinearWeights& first = w.decoder_layers[0].cross_kv;
+  const int64_t n = int64_t(w.decoder_layers.size()), rows = first.weight.dim(0);
+  LinearWeights& all = w.decoder_cross_kv;
+  all.weight =
+      Tensor::empty({n * rows, first.weight.dim(1)}, first.weight.dtype(), first.weight.device());
+  all.bias = Tensor::empty({n * rows}, first.bias.dtype(), first.bias.device());
+  for (int64_t i = 0; i < n; ++i) {
+    LinearWeights& l = w.decoder_layers[size_t(i)].cross_kv;
+    Tensor weight = all.weight.slice0(i * rows, (i + 1) * rows);
+    Tensor bias = all.bias.slice0(i * rows, (i + 1) * rows);
+    weight.copy_from(l.weight);
+    bias.copy_from(l.bias);
+    l.weight = weight;
+    l.bias = bias;
+  }
+}
+
 }  // namespace
 
 WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig config,
@@ -54,7 +75,9 @@ WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig co
       config_(std::move(config)),
       weights_(std::move(weights)),
       opt_(opt),
-      ggml_vocab_(std::move(ggml_vocab)) {}
+      ggml_vocab_(std::move(ggml_vocab)) {
+  stack_cross_kv(weights_);
+}
 
 const char* layout_name(WhisperLayout layout) {
   switch (layout) {
@@ -226,16 +249,13 @@ WhisperSession::WhisperSession(std::shared_ptr<const WhisperModel> model)
     : model_(std::move(model)), pool_(model_->device()), host_pool_(Device::cpu) {
   check_arg(model_ != nullptr, "[whisper] session: null model");
   const WhisperConfig& c = model_->config();
-  const int64_t d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  const int64_t d = c.n_text_state;
   const Device dev = model_->device();
   const DType dt = model_->dtype();
   audio_features_ = Tensor::empty({c.n_audio_ctx, c.n_audio_state}, dt, dev);
   cache_.resize(size_t(c.n_text_layer));
-  for (LayerCache& l : cache_) {
-    l.self_k = Tensor::empty({c.n_text_ctx, d}, dt, dev);
-    l.self_v = Tensor::empty({c.n_text_ctx, d}, dt, dev);
-    l.cross_kv = Tensor::empty({2, h, c.n_audio_ctx, dh}, dt, dev);
-  }
+  for (LayerCache& l : cache_) l.self_qkv = Tensor::empty({c.n_text_ctx, 3 * d}, dt, dev);
+  cross_kv_ = Tensor::empty({c.n_audio_ctx, c.n_text_layer * 2 * d}, dt, dev);
   if (dev == Device::cuda) {
     // Op temporaries (conv1d's im2col columns, the split attention's partials) fit in
     // this, so the scratch buffer never moves under captured decoder-step graphs.

@@ -164,9 +164,9 @@ class WhisperSession {
 
  private:
   struct LayerCache {
-    Tensor self_k;    // [n_text_ctx, d] token-major; positions [0, n_cached) are valid
-    Tensor self_v;    // [n_text_ctx, d]
-    Tensor cross_kv;  // [2, H, n_audio_ctx, d_head]: k then v of the encoder output
+    // [n_text_ctx, 3d] token-major, each position's q|k|v as the fused projection writes
+    // it (decoder.cpp); positions [0, n_cached) are valid.
+    Tensor self_qkv;
   };
 
   std::shared_ptr<const WhisperModel> model_;
@@ -174,14 +174,18 @@ class WhisperSession {
   Pool host_pool_;  // logits and token ids on the CPU
   Tensor audio_features_;
   std::vector<LayerCache> cache_;
+  // [n_audio_ctx, n_text_layer * 2d] token-major: decoder layer i's cross-attention k in
+  // columns [2d * i, 2d * i + d) and its v in the next d (one GEMM per window, encoder.cpp).
+  Tensor cross_kv_;
   int n_cached_ = 0;
   bool encoded_ = false;
   std::shared_ptr<whisper::DecodeGraphs> graphs_;  // CUDA only (null elsewhere)
 
   // Batched rows (fork / decode_rows / reorder_rows).
   struct RowCache {
-    Tensor k;  // [row_capacity, n_text_ctx, d]; slot s holds a row's positions [fork_at, n)
-    Tensor v;
+    // [row_capacity, n_text_ctx, 3d] q|k|v as LayerCache::self_qkv; slot s holds a row's
+    // positions [0, n): the shared ones copied at fork(), then its own.
+    Tensor qkv;
   };
   bool rows_active() const { return n_rows_ > 0 && n_cached_ >= fork_at_; }
   std::vector<RowCache> row_cache_;

@@ -60,6 +60,10 @@ struct WhisperWeights {
   Tensor decoder_positions;  // [n_text_ctx, d] (learned)
   std::vector<DecoderLayerWeights> decoder_layers;
   LayerNormWeights decoder_ln;
+  // Every decoder layer's cross_kv stacked, [n_text_layer * 2d, d] (layer i's rows
+  // [2d * i, 2d * (i + 1))), for one GEMM per window; filled by WhisperModel, whose layers'
+  // cross_kv are views of it.
+  LinearWeights decoder_cross_kv;
 };
 
 struct WeightsOptions {

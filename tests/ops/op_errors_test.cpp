@@ -164,6 +164,80 @@ TEST(OpErrors, AttentionQkv) {
   expect_error([&] { attention_qkv(flat, 2, o); }, {"[attention_qkv]", "3 dimensions"});
 }
 
+TEST(OpErrors, AttentionTokens) {
+  Tensor qkv = f32({1, 3, 48}), cache = f32({1, 10, 48}), o = f32({1, 3, 16});
+  Tensor o_bad = f32({1, 3, 15});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {cache, 32}, 5, 2, o_bad);
+      },
+      {"[attention_tokens]", "out f32[1, 3, 15]", "H = 2"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 33}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "k f32[1, 10, 48] at column 33"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, -1}, {cache, 16}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "q f32[1, 3, 48] at column -1"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {cache, 32}, 11, 2, o);
+      },
+      {"[attention_tokens]", "11 keys"});
+  Tensor q4 = f32({1, 4, 48});
+  expect_error(
+      [&] {
+        attention_tokens({q4, 0}, {cache, 16}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "same number of queries"});
+  Tensor batch2 = f32({2, 10, 48});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {batch2, 16}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "k f32[2, 10, 48]"});
+  Tensor c16 = of({1, 10, 48}, DType::f16);
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {c16, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "dtypes differ"});
+  Tensor index_f32 = f32({1}), index_2 = of({2}, DType::i32);
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16, &index_f32}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index f32[1]", "i32"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {cache, 32, &index_2}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index i32[2]"});
+  Tensor index_far = of({1}, DType::i32);
+  index_far.data<int32_t>()[0] = 1;
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16, &index_far}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "batch_index 1 outside [0, 1)"});
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0, &index_far}, {cache, 16}, {cache, 32}, 5, 2, o);
+      },
+      {"[attention_tokens]", "q takes no batch_index"});
+  Tensor mask = of({1, 5}, DType::i8);
+  AttentionOptions opt;
+  opt.key_mask = &mask;
+  expect_error(
+      [&] {
+        attention_tokens({qkv, 0}, {cache, 16}, {cache, 32}, 5, 2, o, opt);
+      },
+      {"[attention_tokens]", "key_mask"});
+}
+
 TEST(OpErrors, Select) {
   Tensor x = f32({2, 5}), o = f32({2});
   expect_error([&] { argmax(x, o); }, {"[argmax]", "out f32[2]", "i32[2]"});

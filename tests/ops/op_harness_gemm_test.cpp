@@ -1,5 +1,6 @@
 // Op harness, GEMM-shaped ops: matmul, conv1d and attention on every built device and
 // float dtype, against plain double-precision loops written here.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -411,6 +412,111 @@ TEST_P(AttentionQkv, SplitHeadsPath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionQkv, ::testing::ValuesIn(op_params()), op_param_name);
+
+// --------------------------------------------------------------------- attention_tokens
+
+// q [B, Lq, Wq] heads at column qc; k [B, Lc, Wk] at kc, v [B, Lc, Wv] at vc; n_keys <= Lc.
+struct AttentionTokensCase {
+  int64_t batch, heads, d, lq, n_keys, cap;
+  int64_t wq, qc, wk, kc, wv, vc;
+  bool causal;
+  std::vector<int32_t> slots = {};  // k and v batch_index; k and v get max + 2 batches
+};
+
+class AttentionTokens : public OpTest {
+ protected:
+  void run(const AttentionTokensCase& ac) {
+    SCOPED_TRACE("attention_tokens B " + std::to_string(ac.batch) + " H " +
+                 std::to_string(ac.heads) + " D " + std::to_string(ac.d) + " Lq " +
+                 std::to_string(ac.lq) + " keys " + std::to_string(ac.n_keys) + " of " +
+                 std::to_string(ac.cap) + " W " + std::to_string(ac.wq) + "/" +
+                 std::to_string(ac.wk) + "/" + std::to_string(ac.wv) + " at " +
+                 std::to_string(ac.qc) + "/" + std::to_string(ac.kc) + "/" + std::to_string(ac.vc) +
+                 (ac.causal ? " causal" : ""));
+    const int64_t hd = ac.heads * ac.d;
+    const HostTensor q = random({ac.batch, ac.lq, ac.wq}, -2.0f, 2.0f);
+    const bool indexed = !ac.slots.empty();
+    const int64_t kv_batch =
+        indexed ? *std::max_element(ac.slots.begin(), ac.slots.end()) + 2 : ac.batch;
+    const HostTensor k = random({kv_batch, ac.cap, ac.wk}, -2.0f, 2.0f);
+    const HostTensor v = random({kv_batch, ac.cap, ac.wv});
+    Tensor slots_host = Tensor::empty({ac.batch}, DType::i32);
+    for (int64_t b = 0; b < ac.batch; ++b)
+      slots_host.data<int32_t>()[b] = indexed ? ac.slots[size_t(b)] : int32_t(b);
+    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dslots = dev(slots_host);
+    AttentionOptions opt;
+    opt.causal = ac.causal;
+    Tensor o = out({ac.batch, ac.lq, hd});
+    const Tensor* index = indexed ? &dslots : nullptr;
+    attention_tokens({dq, ac.qc}, {dk, ac.kc, index}, {dv, ac.vc, index}, ac.n_keys, int(ac.heads),
+                     o, opt);
+
+    const double scale = 1.0 / std::sqrt(double(ac.d));
+    std::vector<double> want(size_t(o.numel()), 0.0), s(size_t(ac.n_keys));
+    for (int64_t b = 0; b < ac.batch; ++b)
+      for (int64_t h = 0; h < ac.heads; ++h)
+        for (int64_t i = 0; i < ac.lq; ++i) {
+          const int64_t kb = slots_host.data<int32_t>()[b];
+          const int64_t end =
+              ac.causal ? std::clamp<int64_t>(i + ac.n_keys - ac.lq + 1, 0, ac.n_keys) : ac.n_keys;
+          if (end == 0) continue;  // nothing visible: zeros
+          double mx = -INFINITY, sum = 0.0;
+          for (int64_t j = 0; j < end; ++j) {
+            double dot = 0.0;
+            for (int64_t c = 0; c < ac.d; ++c)
+              dot += double(q.v[size_t((b * ac.lq + i) * ac.wq + ac.qc + h * ac.d + c)]) *
+                     k.v[size_t((kb * ac.cap + j) * ac.wk + ac.kc + h * ac.d + c)];
+            s[size_t(j)] = dot * scale;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          for (int64_t j = 0; j < end; ++j) sum += std::exp(s[size_t(j)] - mx);
+          for (int64_t j = 0; j < end; ++j) {
+            const double p = std::exp(s[size_t(j)] - mx) / sum;
+            for (int64_t c = 0; c < ac.d; ++c)
+              want[size_t((b * ac.lq + i) * hd + h * ac.d + c)] +=
+                  p * v.v[size_t((kb * ac.cap + j) * ac.wv + ac.vc + h * ac.d + c)];
+          }
+        }
+    expect_close(read_floats(o), want, tol(), "attention_tokens");
+  }
+};
+
+// A decoder step as WhisperSession::decode runs it: q is the first third of a fused q|k|v
+// row, k and v are two column ranges of one cache of that width, of which only the first
+// n_keys positions count (the rest hold garbage that must not be read).
+TEST_P(AttentionTokens, SelfAttentionStep) {
+  run({1, 6, 64, 1, 37, 64, 3 * 384, 0, 3 * 384, 384, 3 * 384, 768, true});
+  run({1, 2, 8, 1, 1, 5, 48, 0, 48, 16, 48, 32, true});           // the first position
+  run({3, 4, 16, 1, 130, 150, 192, 0, 192, 64, 192, 128, true});  // split chunks, batch
+}
+
+// Prefill: several queries, the causal limit moving with them, Lq > n_keys (the first rows
+// see nothing), and more (row, head) pairs than CUDA's split path takes (its per-row kernel).
+TEST_P(AttentionTokens, CausalPrefill) {
+  run({1, 3, 16, 9, 20, 24, 144, 0, 144, 48, 144, 96, true});
+  run({1, 2, 8, 6, 3, 3, 16, 0, 48, 16, 48, 32, true});
+  // From 32 queries on, the CPU gathers the heads for its GEMM path.
+  run({2, 2, 8, 40, 20, 24, 48, 0, 48, 16, 48, 32, true});
+  run({1, 8, 16, 600, 600, 600, 3 * 128, 0, 3 * 128, 128, 3 * 128, 256, true});
+}
+
+// Cross-attention: k and v one layer's columns in a buffer of every layer's k|v (here the
+// third of four layers), 1500 keys; and unaligned columns and odd widths (CUDA's generic
+// kernel instead of the 16-byte one).
+TEST_P(AttentionTokens, CrossAttention) {
+  run({1, 6, 64, 1, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false});
+  run({1, 6, 64, 5, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false});
+  run({2, 3, 12, 4, 70, 71, 37, 1, 41, 3, 40, 2, false});
+}
+
+// Beam rows in slots of a cache (batch_index): a row reads another batch of k and v, two
+// rows the same slot; decode steps (split path) and a prefill past 32 queries (CPU GEMM path).
+TEST_P(AttentionTokens, BatchIndex) {
+  run({3, 2, 64, 1, 90, 100, 384, 0, 384, 128, 384, 256, true, {2, 0, 2}});
+  run({2, 2, 8, 40, 50, 50, 48, 0, 48, 16, 48, 32, true, {1, 0}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionTokens, ::testing::ValuesIn(op_params()), op_param_name);
 
 }  // namespace
 }  // namespace parley::test

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -223,6 +225,52 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
           << "step " << i << (window == &mel ? " (first window)" : " (second window)");
     }
   }
+}
+
+// The share of values with any of the low 13 mantissa bits set: 0 for logits that went
+// through f16, nearly 1 for f32 GEMM output.
+double share_beyond_f16(const Tensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, t.data<float>() + i, sizeof(bits));
+    n += (bits & 0x1fffu) != 0;
+  }
+  return double(n) / double(t.numel());
+}
+
+// An f16 model on CUDA: decode, decode_rows (attention_tokens per beam row over its slot)
+// and the alignment pass give f32 logits (not rounded to f16) close to the CPU f32 ones of
+// the same sequences.
+TEST(WhisperCuda, F16RowsAndAlignmentLogitsMatchCpu) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const Tensor mel = jfk_mel(80);
+  WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f16}));
+  WhisperSession cpu(WhisperModel::load(kModelDir));
+  gpu.encode(mel);
+  cpu.encode(mel);
+  const std::vector<int32_t> prefix = {50257, 50362};
+  const std::vector<int32_t> step = {843, 523};
+  gpu.decode(prefix);
+  gpu.fork(2);
+  const Tensor rows = gpu.decode_rows(step);  // [2, V]
+  EXPECT_GT(share_beyond_f16(rows), 0.9);
+  const int64_t v = rows.dim(1);
+  for (int64_t r = 0; r < 2; ++r) {
+    cpu.reset();
+    const Tensor want = cpu.decode(std::vector<int32_t>{prefix[0], prefix[1], step[size_t(r)]});
+    const Tensor want_last = want.slice0(2, 3), got = rows.slice0(r, r + 1);
+    EXPECT_LE(max_abs_diff(got, want_last), 0.05f * max_abs(want_last)) << "row " << r;
+    EXPECT_EQ(got.numel(), v);
+  }
+  const std::vector<int32_t> seq = {prefix[0], prefix[1], step[0]};
+  const std::pair<int, int> heads[] = {{2, 1}};
+  const CrossAttentionWeights got = gpu.cross_attention_weights(seq, heads);
+  const CrossAttentionWeights want = cpu.cross_attention_weights(seq, heads);
+  EXPECT_GT(share_beyond_f16(got.logits), 0.9);
+  EXPECT_LE(max_abs_diff(got.logits, want.logits), 0.05f * max_abs(want.logits));
+  EXPECT_LE(max_abs_diff(got.qk, want.qk), 0.05f * max_abs(want.qk));
 }
 
 // The encoder output itself, f32 on both sides.

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -258,6 +260,43 @@ TEST(WhisperSession, KvCacheAgreesWithFullSequence) {
   const Tensor again = session.decode(std::span<const int32_t>(&tokens[2], 3));  // [3, V]
   EXPECT_LT(max_abs_diff(again, full.slice0(2, 5)), 1e-4f);
   EXPECT_THROW(session.truncate(6), Error);
+}
+
+// The share of values with any of the low 16 mantissa bits set: 0 for logits that went
+// through bf16, nearly 1 for f32 GEMM output.
+double share_beyond_bf16(const Tensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, t.data<float>() + i, sizeof(bits));
+    n += (bits & 0xffffu) != 0;
+  }
+  return double(n) / double(t.numel());
+}
+
+// A bf16 model's logits come out of the GEMM in f32 on every path (decode, decode_rows, the
+// alignment pass): rounded to bf16 they flip argmaxes between near-equal candidates.
+TEST(WhisperSession, SixteenBitModelsGiveF32Logits) {
+  REQUIRE_MODEL();
+  LoadOptions opt;
+  opt.dtype = DType::bf16;
+  const auto model = WhisperModel::load(kModelDir, opt);
+  WhisperSession session(model);
+  session.encode(synthetic_mel());
+  const std::vector<int32_t> prefix = {kSot, kNoTimestamps};
+  const Tensor direct = session.decode(prefix);
+  EXPECT_GT(share_beyond_bf16(direct), 0.9);
+
+  session.fork(2);
+  const std::vector<int32_t> step = {357, 82};
+  const Tensor rows = session.decode_rows(step);
+  EXPECT_GT(share_beyond_bf16(rows), 0.9);
+
+  session.reset();
+  const std::pair<int, int> heads[] = {{1, 0}};
+  const CrossAttentionWeights aligned =
+      session.cross_attention_weights(std::vector<int32_t>{kSot, kNoTimestamps, 357}, heads);
+  EXPECT_GT(share_beyond_bf16(aligned.logits), 0.9);
 }
 
 TEST(WhisperSession, WarmDecodeStepAllocatesNothing) {

@@ -7,6 +7,7 @@
 //         plain loops are ~20x slower than the GEMM library.
 #include "engine/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -26,11 +27,22 @@ constexpr int64_t kScoreBudget = int64_t(1) << 20;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// Where row `row` of head h in batch b starts: base + b * batch + h * head + row * row
+// (elements). [B, H, L, D] has {H * L * D, L * D, D}; token-major [B, L, W] heads at a
+// column have {L * W, D, W}.
+struct Strides {
+  int64_t batch, head, row;
+  int64_t at(int64_t b, int64_t h, int64_t i) const { return b * batch + h * head + i * row; }
+};
+
 struct Geometry {
   int64_t batch, heads, lq, lk, d, dv;
   float scale;
   const int8_t* mask;  // [B, Lk] or null
   bool causal;
+  Strides sq, sk, sv, so;
+  const int32_t* k_index = nullptr;  // batch b reads k's batch k_index[b] (or b when null)
+  const int32_t* v_index = nullptr;
 
   Geometry(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt)
       : batch(q.dim(0)),
@@ -41,7 +53,28 @@ struct Geometry {
         dv(v.dim(3)),
         scale(opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(q.dim(3)))),
         mask(opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr),
-        causal(opt.causal) {}
+        causal(opt.causal),
+        sq{heads * lq * d, lq * d, d},
+        sk{heads * lk * d, lk * d, d},
+        sv{heads * lk * dv, lk * dv, dv},
+        so{heads * lq * dv, lq * dv, dv} {}
+
+  // attention_tokens: [B, L, W] operands, heads side by side.
+  Geometry(const Tensor& q, const Tensor& k, const Tensor& v, int64_t n_keys, int64_t n_head,
+           const Tensor& out, const AttentionOptions& opt)
+      : batch(out.dim(0)),
+        heads(n_head),
+        lq(out.dim(1)),
+        lk(n_keys),
+        d(out.dim(2) / n_head),
+        dv(d),
+        scale(opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d))),
+        mask(nullptr),
+        causal(opt.causal),
+        sq{q.dim(1) * q.dim(2), d, q.dim(2)},
+        sk{k.dim(1) * k.dim(2), d, k.dim(2)},
+        sv{v.dim(1) * v.dim(2), d, v.dim(2)},
+        so{out.dim(1) * out.dim(2), d, out.dim(2)} {}
 
   // Keys [0, visible) are in range for query row i; causal aligns the last query with the
   // last key (a decode step over a cache of lk keys).
@@ -83,34 +116,31 @@ float dot(const float* a, const T* b, int64_t n) {
   return s;
 }
 
+// Element pointers of q, k, v, out (at their first head's column), laid out as g says.
 template <typename T>
-void attention_rows(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-                    const Geometry& g) {
-  const T* pq = q.data<T>();
-  const T* pk = k.data<T>();
-  const T* pv = v.data<T>();
-  T* po = out.data<T>();
+void attention_rows(const T* pq, const T* pk, const T* pv, T* po, const Geometry& g) {
   const int64_t rows = g.batch * g.heads * g.lq;
   cpu_threads().parallel_for(rows, row_grain(g.lk * (g.d + g.dv)), [&](int64_t begin, int64_t end) {
     std::vector<float> s(static_cast<size_t>(g.lk)), qrow(static_cast<size_t>(g.d)),
         acc(static_cast<size_t>(g.dv));
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t bh = r / g.lq, visible = g.visible(r % g.lq);
-      const T* kb = pk + bh * g.lk * g.d;
-      const T* vb = pv + bh * g.lk * g.dv;
-      load_f32(pq + r * g.d, qrow.data(), g.d);
+      const int64_t bh = r / g.lq, i = r % g.lq, b = bh / g.heads, h = bh % g.heads;
+      const int64_t visible = g.visible(i);
+      const T* kb = pk + g.sk.at(g.k_index ? g.k_index[b] : b, h, 0);
+      const T* vb = pv + g.sv.at(g.v_index ? g.v_index[b] : b, h, 0);
+      load_f32(pq + g.sq.at(b, h, i), qrow.data(), g.d);
       for (int64_t j = 0; j < visible; ++j)
-        s[size_t(j)] = dot(qrow.data(), kb + j * g.d, g.d) * g.scale;
+        s[size_t(j)] = dot(qrow.data(), kb + j * g.sk.row, g.d) * g.scale;
       std::fill(acc.begin(), acc.end(), 0.0f);
       if (softmax_visible(s.data(), visible, g.mask_row(bh))) {
         for (int64_t j = 0; j < visible; ++j) {
           const float p = s[size_t(j)];
           if (p == 0.0f) continue;
-          const T* vrow = vb + j * g.dv;
+          const T* vrow = vb + j * g.sv.row;
           for (int64_t c = 0; c < g.dv; ++c) acc[size_t(c)] += p * to_f32(vrow[c]);
         }
       }
-      T* orow = po + r * g.dv;  // zeros when no key is visible
+      T* orow = po + g.so.at(b, h, i);  // zeros when no key is visible
       for (int64_t c = 0; c < g.dv; ++c) orow[c] = from_f32<T>(acc[size_t(c)]);
     }
   });
@@ -175,8 +205,47 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     attention_gemm(q, k, v, out, g);
     return;
   }
-  dispatch_float(q.dtype(), "attention",
-                 [&](auto tag) { attention_rows<decltype(tag)>(q, k, v, out, g); });
+  dispatch_float(q.dtype(), "attention", [&](auto tag) {
+    using T = decltype(tag);
+    attention_rows<T>(q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), g);
+  });
+}
+
+void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads& v, int64_t n_keys,
+                      int n_head, Tensor& out, const AttentionOptions& opt) {
+  Geometry g(q.t, k.t, v.t, n_keys, n_head, out, opt);
+  g.k_index = k.batch_index ? k.batch_index->data<int32_t>() : nullptr;
+  g.v_index = v.batch_index ? v.batch_index->data<int32_t>() : nullptr;
+  dispatch_float(out.dtype(), "attention_tokens", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pq = q.t.data<T>() + q.col;
+    const T* pk = k.t.data<T>() + k.col;
+    const T* pv = v.t.data<T>() + v.col;
+    if (g.lq < kGemmMinQueries || g.lk == 0) {
+      attention_rows<T>(pq, pk, pv, out.data<T>(), g);
+      return;
+    }
+    // Prefill: the GEMM path on [B, H, L, D] copies (a decoder prompt of a few hundred
+    // tokens runs ~20x slower in the plain loops).
+    const auto heads = [&](const T* src, const Strides& st, int64_t len, const int32_t* index) {
+      Tensor t = Tensor::empty({g.batch, g.heads, len, g.d}, out.dtype());
+      T* dst = t.data<T>();
+      for (int64_t b = 0; b < g.batch; ++b)
+        for (int64_t h = 0; h < g.heads; ++h)
+          for (int64_t i = 0; i < len; ++i, dst += g.d)
+            std::copy_n(src + st.at(index ? index[b] : b, h, i), g.d, dst);
+      return t;
+    };
+    const Tensor q4 = heads(pq, g.sq, g.lq, nullptr), k4 = heads(pk, g.sk, g.lk, g.k_index),
+                 v4 = heads(pv, g.sv, g.lk, g.v_index);
+    Tensor o4 = Tensor::empty(q4.shape(), out.dtype());
+    attention_gemm(q4, k4, v4, o4, Geometry(q4, k4, v4, opt));
+    const T* src = o4.data<T>();
+    T* po = out.data<T>();
+    for (int64_t b = 0; b < g.batch; ++b)
+      for (int64_t h = 0; h < g.heads; ++h)
+        for (int64_t i = 0; i < g.lq; ++i, src += g.d) std::copy_n(src, g.d, po + g.so.at(b, h, i));
+  });
 }
 
 }  // namespace parley::cpu

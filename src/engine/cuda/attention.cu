@@ -20,6 +20,10 @@
 // That spreads a row's 1500 cross-attention keys over 24 blocks instead of one. When
 // D == Dv is 4, 8 or 16 vectors of 16 bytes (Whisper's 64 in every dtype) and the
 // tensors are 16-byte aligned, a vectorized chunk kernel replaces the generic one.
+//
+// Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
+// AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
+// heads side by side in rows of any width, e.g. q|k|v of a fused projection.
 #include <cmath>
 #include <string>
 
@@ -34,11 +38,26 @@ constexpr int kThreadsAttn = 256;
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
 constexpr size_t kStaticSharedBytes = 256;  // block_reduce's partials
 
+// Where row i of head h in batch b starts, in elements: b * batch + h * head + i * row.
+// [B, H, L, D] has {H * L * D, L * D, D}; token-major [B, L, W] (attention_tokens) has
+// {L * W, D, W}.
+struct Strides {
+  int64_t batch, head, row;
+  __device__ int64_t at(int64_t b, int64_t h, int64_t i) const {
+    return b * batch + h * head + i * row;
+  }
+};
+
 struct AttnShape {
   int64_t heads, lq, lk, d, dv;
   float scale;
   bool causal;
   const int8_t* key_mask;  // [B, Lk] or null
+  Strides q, k, v, o;
+  const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
+  const int32_t* v_index;
+  __device__ int64_t k_batch(int64_t b) const { return k_index ? k_index[b] : b; }
+  __device__ int64_t v_batch(int64_t b) const { return v_index ? v_index[b] : b; }
 };
 
 template <typename T>
@@ -49,11 +68,10 @@ __global__ void __launch_bounds__(kThreadsAttn)
   float* scores = qs + s.d;        // [Lk]
   float* partial = scores + s.lk;  // [kThreadsAttn]
   const int64_t i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int64_t bh = b * s.heads + h;
-  const T* q_row = q + (bh * s.lq + i) * s.d;
-  const T* k_head = k + bh * s.lk * s.d;
-  const T* v_head = v + bh * s.lk * s.dv;
-  T* out_row = out + (bh * s.lq + i) * s.dv;
+  const T* q_row = q + s.q.at(b, h, i);
+  const T* k_head = k + s.k.at(s.k_batch(b), h, 0);
+  const T* v_head = v + s.v.at(s.v_batch(b), h, 0);
+  T* out_row = out + s.o.at(b, h, i);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = kThreadsAttn / 32;
 
@@ -69,7 +87,7 @@ __global__ void __launch_bounds__(kThreadsAttn)
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j] == 0;
     float dot = 0.0f;
     if (!masked) {
-      const T* k_row = k_head + j * s.d;
+      const T* k_row = k_head + j * s.k.row;
       for (int64_t d = lane; d < s.d; d += 32) dot += qs[d] * dev_to_f32(k_row[d]);
       dot = warp_reduce(dot, SumOp{});
     }
@@ -96,7 +114,7 @@ __global__ void __launch_bounds__(kThreadsAttn)
   if (groups == 1) {
     for (int64_t d = tid; d < s.dv; d += kThreadsAttn) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < end; ++j) acc += scores[j] * dev_to_f32(v_head[j * s.dv + d]);
+      for (int64_t j = 0; j < end; ++j) acc += scores[j] * dev_to_f32(v_head[j * s.v.row + d]);
       out_row[d] = dev_from_f32<T>(acc * inv);
     }
     return;
@@ -104,7 +122,8 @@ __global__ void __launch_bounds__(kThreadsAttn)
   const int64_t g = tid / s.dv, d = tid % s.dv;
   if (g < groups) {
     float acc = 0.0f;
-    for (int64_t j = g; j < end; j += groups) acc += scores[j] * dev_to_f32(v_head[j * s.dv + d]);
+    for (int64_t j = g; j < end; j += groups)
+      acc += scores[j] * dev_to_f32(v_head[j * s.v.row + d]);
     partial[tid] = acc;
   }
   __syncthreads();
@@ -131,7 +150,6 @@ __global__ void __launch_bounds__(kThreadsSplit)
   float* partial = p + kChunk;  // [kThreadsSplit]
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
-  const int64_t bh = b * s.heads + h;
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = kThreadsSplit / 32;
   const int64_t slot = (r * s.heads + h) * chunks + c;
@@ -152,16 +170,16 @@ __global__ void __launch_bounds__(kThreadsSplit)
     for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = 0.0f;
     return;
   }
-  const T* q_row = q + (bh * s.lq + i) * s.d;
+  const T* q_row = q + s.q.at(b, h, i);
   for (int64_t d = tid; d < s.d; d += kThreadsSplit) qs[d] = dev_to_f32(q_row[d]) * s.scale;
   __syncthreads();
 
-  const T* k_head = k + (bh * s.lk + j0) * s.d;
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
   for (int64_t j = warp; j < n; j += kWarps) {
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
     float dot = 0.0f;
     if (!masked) {
-      const T* k_row = k_head + j * s.d;
+      const T* k_row = k_head + j * s.k.row;
       for (int64_t d = lane; d < s.d; d += 32) dot += qs[d] * dev_to_f32(k_row[d]);
       dot = warp_reduce(dot, SumOp{});
     }
@@ -188,12 +206,12 @@ __global__ void __launch_bounds__(kThreadsSplit)
     part_m[slot] = m;
     part_l[slot] = l;
   }
-  const T* v_head = v + (bh * s.lk + j0) * s.dv;
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
   const int64_t groups = s.dv < kThreadsSplit ? kThreadsSplit / s.dv : 1;
   if (groups == 1) {
     for (int64_t d = tid; d < s.dv; d += kThreadsSplit) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < n; ++j) acc += p[j] * dev_to_f32(v_head[j * s.dv + d]);
+      for (int64_t j = 0; j < n; ++j) acc += p[j] * dev_to_f32(v_head[j * s.v.row + d]);
       o_out[d] = acc;
     }
     return;
@@ -201,7 +219,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   const int64_t g = tid / s.dv, d = tid % s.dv;
   if (g < groups) {
     float acc = 0.0f;
-    for (int64_t j = g; j < n; j += groups) acc += p[j] * dev_to_f32(v_head[j * s.dv + d]);
+    for (int64_t j = g; j < n; j += groups) acc += p[j] * dev_to_f32(v_head[j * s.v.row + d]);
     partial[tid] = acc;
   }
   __syncthreads();
@@ -230,7 +248,6 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __shared__ float chunk_max;
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
-  const int64_t bh = b * s.heads + h;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
   const int64_t slot = (r * s.heads + h) * chunks + c;
 
@@ -253,18 +270,18 @@ __global__ void __launch_bounds__(kThreadsSplit)
 
   float qf[kVec];
   {
-    const uint4 raw = *reinterpret_cast<const uint4*>(q + (bh * s.lq + i) * kDim + sub * kVec);
+    const uint4 raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int x = 0; x < kVec; ++x) qf[x] = dev_to_f32(e[x]) * s.scale;
   }
-  const T* k_head = k + (bh * s.lk + j0) * kDim + sub * kVec;
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
   // Every lane of a warp runs the same passes (the shuffles need all 32).
   for (int base = 0; base < n; base += kGroups) {
     const int j = base + grp;
     float dot = 0.0f;
     if (j < n) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(k_head + int64_t(j) * kDim);
+      const uint4 raw = *reinterpret_cast<const uint4*>(k_head + int64_t(j) * s.k.row);
       const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int x = 0; x < kVec; ++x) dot += qf[x] * dev_to_f32(e[x]);
@@ -303,9 +320,9 @@ __global__ void __launch_bounds__(kThreadsSplit)
   float acc[kVec];
 #pragma unroll
   for (int x = 0; x < kVec; ++x) acc[x] = 0.0f;
-  const T* v_head = v + (bh * s.lk + j0) * kDim + sub * kVec;
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
   for (int j = grp; j < n; j += kGroups) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * kDim);
+    const uint4 raw = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row);
     const T* e = reinterpret_cast<const T*>(&raw);
     const float pj = p[j];
 #pragma unroll
@@ -329,7 +346,7 @@ __global__ void attention_merge_kernel(const float* part_m, const float* part_l,
   const int64_t h = blockIdx.x, r = blockIdx.y;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int64_t base = (r * s.heads + h) * chunks;
-  T* out_row = out + ((b * s.heads + h) * s.lq + i) * s.dv;
+  T* out_row = out + s.o.at(b, h, i);
   float mx = -INFINITY;
   for (int64_t c = 0; c < chunks; ++c) mx = MaxOp{}(mx, part_m[base + c]);
   if (mx == -INFINITY) {
@@ -347,24 +364,12 @@ __global__ void attention_merge_kernel(const float* part_m, const float* part_l,
   }
 }
 
-}  // namespace
-
-void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
-               const AttentionOptions& opt) {
+// q, k, v: element pointers at the first head's column, laid out as s says; out is
+// contiguous (zeroed when there are no keys).
+void launch_attention(const void* q, const void* k, const void* v, Tensor& out, int64_t batch,
+                      const AttnShape& s) {
   constexpr const char* kOp = "attention";
-  const int64_t batch = q.dim(0), heads = q.dim(1), lq = q.dim(2), d = q.dim(3);
-  const int64_t lk = k.dim(2), dv = v.dim(3);
-  if (out.numel() == 0) return;
-  AttnShape s{};
-  s.heads = heads;
-  s.lq = lq;
-  s.lk = lk;
-  s.d = d;
-  s.dv = dv;
-  s.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d));
-  s.causal = opt.causal;
-  s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
-
+  const int64_t heads = s.heads, lq = s.lq, lk = s.lk, d = s.d, dv = s.dv;
   const int64_t rows = batch * lq;
   if (rows * heads <= kSplitMaxRows && heads <= 65535) {
     const int64_t chunks = (lk + kChunk - 1) / kChunk;
@@ -383,31 +388,36 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     float* part_m = static_cast<float*>(scratch.data());
     float* part_l = part_m + slots;
     float* part_o = part_l + slots;
-    dispatch_device_float(q.dtype(), kOp, [&](auto tag) {
+    dispatch_device_float(out.dtype(), kOp, [&](auto tag) {
       using T = decltype(tag);
+      const T* tq = static_cast<const T*>(q);
+      const T* tk = static_cast<const T*>(k);
+      const T* tv = static_cast<const T*>(v);
       if (smem > kDefaultSharedBytes)
         check_cuda(cudaFuncSetAttribute(attention_split_kernel<T>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                    "cudaFuncSetAttribute (attention shared memory)");
       const dim3 grid{unsigned(chunks), unsigned(heads), unsigned(rows)};
       constexpr int64_t kVec = 16 / int64_t(sizeof(T));
-      const bool aligned =
-          ((reinterpret_cast<uintptr_t>(q.raw()) | reinterpret_cast<uintptr_t>(k.raw()) |
-            reinterpret_cast<uintptr_t>(v.raw())) &
-           15u) == 0;
+      // 16-byte loads need every row start aligned: the pointers and each stride.
+      uint64_t bits = reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
+                      reinterpret_cast<uintptr_t>(v);
+      for (const Strides& st : {s.q, s.k, s.v})
+        bits |= uint64_t(st.batch | st.head | st.row) * sizeof(T);
+      const bool aligned = (bits & 15u) == 0;
       const int64_t lanes = d == dv && d % kVec == 0 && aligned ? d / kVec : 0;
       if (lanes == 4)
-        attention_split_vec_kernel<T, 4><<<grid, kThreadsSplit, 0, stream()>>>(
-            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 4>
+            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
       else if (lanes == 8)
-        attention_split_vec_kernel<T, 8><<<grid, kThreadsSplit, 0, stream()>>>(
-            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 8>
+            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
       else if (lanes == 16)
-        attention_split_vec_kernel<T, 16><<<grid, kThreadsSplit, 0, stream()>>>(
-            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 16>
+            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
       else
         attention_split_kernel<T><<<grid, kThreadsSplit, smem, stream()>>>(
-            q.data<T>(), k.data<T>(), v.data<T>(), part_m, part_l, part_o, s, chunks);
+            tq, tk, tv, part_m, part_l, part_o, s, chunks);
       check_launch(kOp);
       const int threads = dv >= 128 ? 128 : int((dv + 31) / 32 * 32);
       const dim3 grid2{unsigned(heads), unsigned(rows)};
@@ -430,17 +440,64 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                     std::to_string(shared_memory_optin()) +
                     " (the reference kernel keeps a row of scores)");
 
-  dispatch_device_float(q.dtype(), kOp, [&](auto tag) {
+  dispatch_device_float(out.dtype(), kOp, [&](auto tag) {
     using T = decltype(tag);
     if (smem > kDefaultSharedBytes)
       check_cuda(cudaFuncSetAttribute(attention_kernel<T>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                  "cudaFuncSetAttribute (attention shared memory)");
     const dim3 grid{unsigned(lq), unsigned(heads), unsigned(batch)};
-    attention_kernel<T><<<grid, kThreadsAttn, smem, stream()>>>(q.data<T>(), k.data<T>(),
-                                                                v.data<T>(), out.data<T>(), s);
+    attention_kernel<T>
+        <<<grid, kThreadsAttn, smem, stream()>>>(static_cast<const T*>(q), static_cast<const T*>(k),
+                                                 static_cast<const T*>(v), out.data<T>(), s);
   });
   check_launch(kOp);
+}
+
+AttnShape base_shape(int64_t heads, int64_t lq, int64_t lk, int64_t d, int64_t dv,
+                     const AttentionOptions& opt) {
+  AttnShape s{};
+  s.heads = heads;
+  s.lq = lq;
+  s.lk = lk;
+  s.d = d;
+  s.dv = dv;
+  s.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d));
+  s.causal = opt.causal;
+  s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
+  return s;
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+               const AttentionOptions& opt) {
+  const int64_t batch = q.dim(0), heads = q.dim(1), lq = q.dim(2), d = q.dim(3);
+  const int64_t lk = k.dim(2), dv = v.dim(3);
+  if (out.numel() == 0) return;
+  AttnShape s = base_shape(heads, lq, lk, d, dv, opt);
+  s.q = {heads * lq * d, lq * d, d};
+  s.k = {heads * lk * d, lk * d, d};
+  s.v = {heads * lk * dv, lk * dv, dv};
+  s.o = {heads * lq * dv, lq * dv, dv};
+  launch_attention(q.raw(), k.raw(), v.raw(), out, batch, s);
+}
+
+void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads& v, int64_t n_keys,
+                      int n_head, Tensor& out, const AttentionOptions& opt) {
+  const int64_t batch = out.dim(0), lq = out.dim(1), d = out.dim(2) / n_head;
+  AttnShape s = base_shape(n_head, lq, n_keys, d, d, opt);
+  s.q = {q.t.dim(1) * q.t.dim(2), d, q.t.dim(2)};
+  s.k = {k.t.dim(1) * k.t.dim(2), d, k.t.dim(2)};
+  s.v = {v.t.dim(1) * v.t.dim(2), d, v.t.dim(2)};
+  s.o = {out.dim(1) * out.dim(2), d, out.dim(2)};
+  s.k_index = k.batch_index ? k.batch_index->data<int32_t>() : nullptr;
+  s.v_index = v.batch_index ? v.batch_index->data<int32_t>() : nullptr;
+  const size_t bytes = dtype_size(out.dtype());
+  const auto at_col = [&](const TokenHeads& x) {
+    return static_cast<const char*>(x.t.raw()) + size_t(x.col) * bytes;
+  };
+  launch_attention(at_col(q), at_col(k), at_col(v), out, batch, s);
 }
 
 }  // namespace parley::cuda

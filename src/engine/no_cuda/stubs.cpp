@@ -51,6 +51,10 @@ bool attention_qkv_fused(const Tensor&, int, const Tensor&, const AttentionOptio
 void attention_qkv(const Tensor&, int, Tensor&, const AttentionOptions&) {
   no_cuda("attention_qkv");
 }
+void attention_tokens(const TokenHeads&, const TokenHeads&, const TokenHeads&, int64_t, int,
+                      Tensor&, const AttentionOptions&) {
+  no_cuda("attention_tokens");
+}
 void conv1d(const Tensor&, const Tensor&, Tensor&, const Conv1dOptions&) { no_cuda("conv1d"); }
 void binary(BinaryOp op, const Tensor&, const Tensor&, Tensor&) {
   no_cuda(op == BinaryOp::add ? "add" : "mul");

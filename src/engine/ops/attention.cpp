@@ -1,6 +1,8 @@
 // Public scaled dot-product attention: shape, dtype and mask checks, then CPU or CUDA.
 #include "engine/ops/attention.h"
 
+#include <utility>
+
 #include "engine/ops/op_checks.h"
 #include "engine/ops/transpose.h"
 
@@ -38,6 +40,64 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     cuda::attention(q, k, v, out, opt);
   else
     cpu::attention(q, k, v, out, opt);
+}
+
+void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, int n_head,
+                      Tensor& out, const AttentionOptions& opt) {
+  constexpr std::string_view op = "attention_tokens";
+  const Device dev = detail::check_args(op, {{"q", &q.t},
+                                             {"k", &k.t},
+                                             {"v", &v.t},
+                                             {"out", &out},
+                                             {"k batch_index", k.batch_index},
+                                             {"v batch_index", v.batch_index}});
+  detail::check_float(op, "q", q.t);
+  for (const detail::Arg& a : {detail::Arg{"k", &k.t}, {"v", &v.t}, {"out", &out}})
+    detail::require(a.t->dtype() == q.t.dtype(), op, [&] {
+      return detail::arg_str("q", q.t) + " and " + detail::arg_str(a.name, *a.t) +
+             ": dtypes differ";
+    });
+  detail::require(opt.key_mask == nullptr, op, "key_mask is not supported");
+  detail::require(out.ndim() == 3 && n_head > 0 && out.dim(2) % n_head == 0, op, [&] {
+    return detail::arg_str("out", out) +
+           ": expected [B, Lq, H * D] with H = " + std::to_string(n_head);
+  });
+  const int64_t b = out.dim(0), lq = out.dim(1), hd = out.dim(2);
+  for (const auto& [name, x] :
+       {std::pair<const char*, const TokenHeads*>{"q", &q}, {"k", &k}, {"v", &v}})
+    detail::require(x->t.ndim() == 3 && (x->t.dim(0) == b || x->batch_index) && x->col >= 0 &&
+                        x->col + hd <= x->t.dim(2),
+                    op, [&] {
+                      return detail::arg_str(name, x->t) + " at column " + std::to_string(x->col) +
+                             ": expected [" + std::to_string(b) + ", L, W] with the " +
+                             std::to_string(hd) + " columns of the heads inside W";
+                    });
+  detail::require(q.batch_index == nullptr, op, "q takes no batch_index");
+  for (const TokenHeads* x : {&k, &v}) {
+    if (!x->batch_index) continue;
+    detail::check_dtype(op, "batch_index", *x->batch_index, DType::i32);
+    detail::check_shape(op, "batch_index", *x->batch_index, Shape{b});
+    if (dev != Device::cpu) continue;
+    const int32_t* index = x->batch_index->data<int32_t>();
+    for (int64_t i = 0; i < b; ++i)
+      detail::require(index[i] >= 0 && index[i] < x->t.dim(0), op, [&] {
+        return "batch_index " + std::to_string(index[i]) + " outside [0, " +
+               std::to_string(x->t.dim(0)) + ")";
+      });
+  }
+  detail::require(q.t.dim(1) == lq, op, [&] {
+    return detail::arg_str("q", q.t) + " and " + detail::arg_str("out", out) +
+           ": expected the same number of queries";
+  });
+  detail::require(n_keys >= 0 && n_keys <= k.t.dim(1) && n_keys <= v.t.dim(1), op, [&] {
+    return std::to_string(n_keys) + " keys but " + detail::arg_str("k", k.t) + " and " +
+           detail::arg_str("v", v.t) + " hold fewer positions";
+  });
+  if (out.numel() == 0) return;
+  if (dev == Device::cuda)
+    cuda::attention_tokens(q, k, v, n_keys, n_head, out, opt);
+  else
+    cpu::attention_tokens(q, k, v, n_keys, n_head, out, opt);
 }
 
 void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt) {

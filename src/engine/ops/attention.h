@@ -30,13 +30,40 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
 // CPU, splits the heads and calls attention().
 void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOptions& opt = {});
 
+// One operand of attention_tokens: `t` [B, L, W] holds H heads of D side by side in the
+// columns [col, col + H * D) of every row, and W is the row stride (q of a fused q|k|v
+// projection, or one layer's k or v in a buffer of every layer's). For k and v only,
+// batch_index (i32 [B] on the same device) makes batch b read t's batch batch_index[b]
+// (beam rows in slots of a cache); its values must lie in [0, t.dim(0)), which only the CPU
+// checks.
+struct TokenHeads {
+  const Tensor& t;
+  int64_t col = 0;
+  const Tensor* batch_index = nullptr;
+};
+
+// Attention over token-major operands read in place, with no permutes into heads and back
+// (a decoder step over its KV caches):
+//   q [B, Lq, Wq]; k [B, Lc, Wk] and v [B, Lc, Wv], of which the first n_keys <= Lc positions
+//   are the keys (a cache of capacity Lc); out [B, Lq, H * D] (what an output projection takes).
+//   out[b, i, head h] = softmax_j(scale * q[b, i, h] . k[b, j, h]) @ v[b, j, h], j < n_keys
+// causal: query i sees keys j <= i + (n_keys - Lq) (the queries are the last Lq positions).
+// key_mask is not supported. Same numerics as attention(): f32 scores, softmax and sums;
+// no visible key gives zeros. q, k, v, out the same float dtype.
+void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, int n_head,
+                      Tensor& out, const AttentionOptions& opt = {});
+
 namespace cpu {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt);
-}
+void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads& v, int64_t n_keys,
+                      int n_head, Tensor& out, const AttentionOptions& opt);
+}  // namespace cpu
 namespace cuda {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt);
+void attention_tokens(const TokenHeads& q, const TokenHeads& k, const TokenHeads& v, int64_t n_keys,
+                      int n_head, Tensor& out, const AttentionOptions& opt);
 // Whether attention_qkv has a fused kernel for these arguments, and that kernel.
 bool attention_qkv_fused(const Tensor& qkv, int n_head, const Tensor& out,
                          const AttentionOptions& opt);
