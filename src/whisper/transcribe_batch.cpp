@@ -1,0 +1,173 @@
+// Batched seek loop over many files (transcribe_batch.h). Every per-window rule is
+// SeekLoop's (seek_loop.h), every per-token rule WindowSearch's (decoding.h); this file only
+// schedules windows into batches.
+#include "whisper/transcribe_batch.h"
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+
+#include "audio/mel.h"
+#include "engine/device.h"
+#include "engine/error.h"
+#include "whisper/batch_session.h"
+#include "whisper/decoding.h"
+#include "whisper/model.h"
+#include "whisper/seek_loop.h"
+#include "whisper/tokenizer.h"
+
+namespace parley {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::optional<std::string> batch_unsupported(const TranscribeOptions& o,
+                                             const WhisperTokenizer& tokenizer) {
+  if (o.temperatures.empty()) return "no temperatures";
+  const bool greedy_first = o.temperatures[0] == 0.0f;
+  if (greedy_first && o.beam_size > 0) return "beam search";
+  if (!greedy_first && o.best_of > 1) return "best_of > 1 at the first temperature";
+  if (o.word_timestamps) return "word timestamps";
+  if (o.token_logprobs) return "token logprobs";
+  if (o.on_token) return "token streaming (on_token)";
+  if (!o.language && tokenizer.multilingual()) return "language detection (no language given)";
+  return std::nullopt;
+}
+
+std::vector<TranscribeResult> transcribe_batch(
+    WhisperBatchSession& batch, WhisperSession& fallback, const WhisperTokenizer& tokenizer,
+    std::span<const Tensor> mels, const TranscribeOptions& options, BatchTranscribeStats* stats,
+    const std::function<void(size_t file, const Segment&)>& on_file_segment) {
+  using namespace whisper;
+  const WhisperConfig& c = batch.model().config();
+  const std::optional<std::string> why = batch_unsupported(options, tokenizer);
+  check_arg(!why, "[whisper] transcribe_batch: not supported with " + why.value_or(""));
+  for (const Tensor& mel : mels) check_transcribe_input(mel, c.n_mels, options);
+  BatchTranscribeStats local;
+  BatchTranscribeStats& st = stats ? *stats : local;
+  const std::string language = options.language.value_or("en");
+  const size_t n_files = mels.size();
+
+  // Per file: its options (the segment callback knows the file) and its seek loop.
+  std::vector<TranscribeOptions> file_options(n_files, options);
+  std::vector<std::unique_ptr<SeekLoop>> loops;
+  std::deque<size_t> ready;  // files whose next window waits for a batch
+  for (size_t f = 0; f < n_files; ++f) {
+    if (on_file_segment) {
+      file_options[f].on_segment = [&on_file_segment, f, &options](const Segment& s) {
+        if (options.on_segment) options.on_segment(s);
+        on_file_segment(f, s);
+      };
+    }
+    loops.push_back(
+        std::make_unique<SeekLoop>(tokenizer, mels[f], file_options[f], language, c.n_text_ctx));
+    if (loops.back()->next_window()) ready.push_back(f);
+  }
+
+  SessionLogitsSource fallback_source(fallback);
+  const int64_t frames = kChunkFrames;
+  std::vector<size_t> members;
+  std::vector<int32_t> slots, step_slots, step_tokens;
+  std::vector<WindowSearch> searches;
+  std::vector<size_t> step_rows;
+  while (!ready.empty()) {
+    // One round: the current window of up to n_slots files, slot i for member i.
+    members.clear();
+    while (!ready.empty() && int(members.size()) < batch.n_slots()) {
+      members.push_back(ready.front());
+      ready.pop_front();
+    }
+    const int64_t n = int64_t(members.size());
+    Tensor window_mels = Tensor::empty({n, c.n_mels, frames}, DType::f32);
+    slots.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+      slots[size_t(i)] = int32_t(i);
+      const Tensor w = loops[members[size_t(i)]]->window_mel();
+      std::memcpy(window_mels.data<float>() + i * c.n_mels * frames, w.data<float>(), w.nbytes());
+    }
+    auto t0 = Clock::now();
+    batch.encode(slots, window_mels);
+    // CUDA runs asynchronously: wait here so encode_ms times the encoder, not its launch.
+    if (batch.model().device() == Device::cuda) cuda::synchronize();
+    st.encode_ms += ms_since(t0);
+    st.batches += 1;
+    st.windows += n;
+
+    // The first attempt of every window, decoded together.
+    t0 = Clock::now();
+    searches.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const SeekLoop& loop = *loops[members[size_t(i)]];
+      searches.emplace_back(tokenizer,
+                            attempt_options(loop.decode_options(), options, 0, loop.window().seek),
+                            c.n_text_ctx);
+      WindowSearch& s = searches.back();
+      s.first(batch.prefill(int(i), s.initial_tokens()));
+      st.tokens += 1;
+    }
+    while (true) {
+      check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
+            "[whisper] decoding cancelled");
+      step_slots.clear();
+      step_tokens.clear();
+      for (int64_t i = 0; i < n; ++i) {
+        if (searches[size_t(i)].done()) continue;
+        step_slots.push_back(int32_t(i));
+        step_tokens.push_back(searches[size_t(i)].last_token());
+      }
+      if (step_slots.empty()) break;
+      const Tensor logits = batch.step(step_slots, step_tokens);
+      const int64_t n_vocab = logits.dim(1);
+      for (size_t r = 0; r < step_slots.size(); ++r) {
+        searches[size_t(step_slots[r])].next(
+            {logits.data<float>() + int64_t(r) * n_vocab, size_t(n_vocab)});
+      }
+      st.steps += 1;
+      st.tokens += int64_t(step_slots.size());
+    }
+    st.decode_ms += ms_since(t0);
+
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t f = members[size_t(i)];
+      SeekLoop& loop = *loops[f];
+      DecodingResult result = searches[size_t(i)].result();
+      if (needs_fallback(result, options) && options.temperatures.size() > 1) {
+        // The rest of the ladder through the one-window path, as transcribe() would.
+        t0 = Clock::now();
+        result = decode_with_fallback(fallback_source, tokenizer, loop.window_mel(),
+                                      loop.decode_options(), options, loop.window().seek, 1);
+        st.fallback_ms += ms_since(t0);
+        st.fallbacks += 1;
+      }
+      loop.accept(result, nullptr);
+      if (loop.next_window()) ready.push_back(f);
+    }
+  }
+
+  std::vector<TranscribeResult> out;
+  out.reserve(n_files);
+  for (auto& loop : loops) out.push_back(loop->finish());
+  return out;
+}
+
+std::vector<TranscribeResult> transcribe_batch(
+    WhisperBatchSession& batch, WhisperSession& fallback, const WhisperTokenizer& tokenizer,
+    std::span<const std::vector<float>> samples, const TranscribeOptions& options,
+    BatchTranscribeStats* stats,
+    const std::function<void(size_t file, const Segment&)>& on_file_segment) {
+  std::vector<Tensor> mels;
+  mels.reserve(samples.size());
+  for (const auto& s : samples) {
+    mels.push_back(log_mel_spectrogram(s, batch.model().config().n_mels, kChunkSamples));
+  }
+  return transcribe_batch(batch, fallback, tokenizer, mels, options, stats, on_file_segment);
+}
+
+}  // namespace parley
