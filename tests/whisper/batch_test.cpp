@@ -15,6 +15,7 @@
 
 #include "audio/decode.h"
 #include "audio/mel.h"
+#include "engine/alloc_stats.h"
 #include "engine/error.h"
 #include "whisper/batch_session.h"
 #include "whisper/model.h"
@@ -166,6 +167,29 @@ TEST(WhisperBatchSession, BadArgumentsAreClearErrors) {
   batch.reset(0);
   EXPECT_EQ(batch.n_cached(0), 0);
   EXPECT_EQ(batch.prefill(0, tok0).dim(0), 1);
+}
+
+TEST(WhisperBatchSession, WarmStepsMakeNoSystemAllocations) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  const WhisperConfig& c = model->config();
+  const auto& tok = english();
+  WhisperBatchSession batch(model, 2);
+  const std::vector<int32_t> slots = {0, 1};
+  batch.encode(slots, Tensor::zeros({2, c.n_mels, kChunkFrames}, DType::f32));
+  const std::vector<int32_t> sot = tok.sot_sequence("en", "transcribe");
+  batch.prefill(0, sot);
+  batch.prefill(1, std::vector<int32_t>{tok.sot_prev(), 400, 401, tok.sot()});
+  std::vector<int32_t> tokens = {500, 600};
+  for (int i = 0; i < 3; ++i) batch.step(slots, tokens);  // warms the pools
+  const AllocStats before = alloc_stats();
+  for (int i = 0; i < 10; ++i) {
+    tokens = {int32_t(700 + i), int32_t(800 + i)};
+    batch.step(slots, tokens);
+  }
+  EXPECT_EQ(alloc_stats().host_allocs, before.host_allocs);
+  EXPECT_EQ(batch.n_cached(0), int(sot.size()) + 13);
+  EXPECT_EQ(batch.n_cached(1), 4 + 13);
 }
 
 // ---------------------------------------------------------------- transcribe_batch
