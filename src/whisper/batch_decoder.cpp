@@ -7,7 +7,8 @@
 //   per block: x += self_attn(ln(x)) over the slot's cached positions (key_mask);
 //              x += cross_attn(ln(x), the slot's audio K/V); x += mlp(ln(x))
 //   logits = ln(x) @ token_embedding^T                                      [n, n_vocab]
-// Every weight is one GEMM over the n rows; attention runs per run of consecutive slots.
+// Every weight is one GEMM over the n rows; the new K/V of all rows go into the caches with
+// one scatter_rows per layer; attention runs per run of consecutive slots.
 #include <algorithm>
 #include <cstring>
 
@@ -16,6 +17,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/scatter_rows.h"
 #include "engine/ops/transpose.h"
 #include "whisper/batch_session.h"
 #include "whisper/encoder.h"
@@ -179,6 +181,12 @@ Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const
 
   const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
   const Tensor pos_ids = ids_on_device(pool_, host_pool_, positions_, dev);
+  kv_rows_.clear();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < h; ++j)
+      kv_rows_.push_back(int32_t((slots[size_t(r)] * h + j) * n_ctx + positions_[size_t(r)]));
+  }
+  const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows_, dev);
   Tensor x = pool_.alloc({n, d}, dt);  // [n, d], row r at its slot's next position
   embedding(w.token_embedding, ids, x);
   Tensor pos = pool_.alloc({n, d}, dt);
@@ -193,15 +201,11 @@ Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const
       const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [n, 3d]
       Tensor parts = pool_.alloc({3, n, h, dh}, dt);           // q, k, v
       permute(qkv.reshape({n, 3, h, dh}), {1, 0, 2, 3}, parts);
-      const Tensor k_new = parts.slice0(1, 2).reshape({n, h, 1, dh});
-      const Tensor v_new = parts.slice0(2, 3).reshape({n, h, 1, dh});
-      for (int64_t r = 0; r < n; ++r) {
-        const int slot = slots[size_t(r)];
-        write_positions(lc.self_k, slot, positions_[size_t(r)],
-                        k_new.slice0(r, r + 1).reshape({h, 1, dh}));
-        write_positions(lc.self_v, slot, positions_[size_t(r)],
-                        v_new.slice0(r, r + 1).reshape({h, 1, dh}));
-      }
+      // Row r's K/V of head j go to row (slot * H + j) * n_ctx + position of the cache.
+      Tensor k_rows = lc.self_k.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      Tensor v_rows = lc.self_v.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      scatter_rows(parts.slice0(1, 2).reshape({n * h, dh}), kv_ids, k_rows);
+      scatter_rows(parts.slice0(2, 3).reshape({n * h, dh}), kv_ids, v_rows);
       const Tensor q = parts.slice0(0, 1).reshape({n, h, 1, dh});
       Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
       for (const auto& [begin, end] : runs_) {

@@ -35,6 +35,7 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   n_cached_.assign(size_t(n_slots), 0);
   encoded_.assign(size_t(n_slots), 0);
   positions_.reserve(size_t(n_slots));
+  kv_rows_.reserve(size_t(n_slots) * size_t(c.n_text_head));
   runs_.reserve(size_t(n_slots));
 }
 

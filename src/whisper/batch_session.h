@@ -75,6 +75,7 @@ class WhisperBatchSession {
   std::vector<char> encoded_;
   // Per-step scratch, reused (no growth in the step loop).
   std::vector<int32_t> positions_;
+  std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)
   std::vector<std::pair<int64_t, int64_t>> runs_;  // [begin, end) rows of consecutive slots
 };
 
