@@ -139,6 +139,107 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
   return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
 }
 
+void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
+  runs_.clear();
+  for (size_t r = 0; r < slots.size(); ++r) {
+    if (r > 0 && slots[r] == slots[r - 1] + 1)
+      runs_.back().second = int64_t(r) + 1;
+    else
+      runs_.emplace_back(int64_t(r), int64_t(r) + 1);
+  }
+}
+
+Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
+                                          std::span<const int32_t> tokens) {
+  using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  check_arg(n >= 1, "[whisper] batch prefill: no slots");
+  check_arg(tokens.size() % slots.size() == 0 && !tokens.empty(),
+            "[whisper] batch prefill: " + std::to_string(tokens.size()) +
+                " tokens are not the same positive number for each of " + std::to_string(n) +
+                " slots");
+  const int64_t t = int64_t(tokens.size()) / n, n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+  check_arg(t <= n_ctx, "[whisper] batch prefill: " + std::to_string(t) +
+                            " tokens exceed the text context of " + std::to_string(n_ctx));
+  check_tokens(tokens, c.n_vocab, "prefill");
+  for (int32_t s : slots) {
+    check_slot(s, "prefill");
+    check_arg(encoded_[size_t(s)],
+              "[whisper] batch prefill: slot " + std::to_string(s) + " has no audio; encode first");
+    check_arg(n_cached_[size_t(s)] == 0, "[whisper] batch prefill: slot " + std::to_string(s) +
+                                             " has cached tokens; prefill_batch takes fresh slots");
+    check_arg(std::count(slots.begin(), slots.end(), s) == 1,
+              "[whisper] batch prefill: slot " + std::to_string(s) + " listed twice");
+  }
+  find_runs(slots);
+  const DType dt = model_->dtype();
+  const Device dev = model_->device();
+
+  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  Tensor x = pool_.alloc({n * t, d}, dt);  // [n * T, d]
+  embedding(w.token_embedding, ids, x);
+  Tensor x_3d = x.reshape({n, t, d});
+  add(x_3d, w.decoder_positions.slice0(0, t), x_3d);  // every slot from position 0
+  std::vector<int32_t> rows(size_t(n * h * t));       // cache rows of the new K/V
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < h; ++j)
+      for (int64_t i = 0; i < t; ++i)
+        rows[size_t((r * h + j) * t + i)] = int32_t((slots[size_t(r)] * h + j) * n_ctx + i);
+  const Tensor kv_ids = ids_on_device(pool_, host_pool_, rows, dev);
+
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const DecoderLayerWeights& l = w.decoder_layers[i];
+    LayerCache& lc = cache_[i];
+    {  // causal self-attention: with nothing cached the keys are this pass's own
+      const Tensor attn_in = layer_norm(pool_, x, l.self_ln);  // [n * T, d]
+      const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [n * T, 3d]
+      Tensor parts = pool_.alloc({3, n, h, t, dh}, dt);        // q, k, v head-major
+      permute(qkv.reshape({n, t, 3, h, dh}), {2, 0, 3, 1, 4}, parts);
+      Tensor k_rows = lc.self_k.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      Tensor v_rows = lc.self_v.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      scatter_rows(parts.slice0(1, 2).reshape({n * h * t, dh}), kv_ids, k_rows);
+      scatter_rows(parts.slice0(2, 3).reshape({n * h * t, dh}), kv_ids, v_rows);
+      Tensor attn = pool_.alloc({n, h, t, dh}, dt);
+      AttentionOptions opt;
+      opt.causal = true;
+      attention(parts.slice0(0, 1).reshape({n, h, t, dh}),
+                parts.slice0(1, 2).reshape({n, h, t, dh}),
+                parts.slice0(2, 3).reshape({n, h, t, dh}), attn, opt);
+      Tensor merged = pool_.alloc({n * t, d}, dt);
+      Tensor merged_4d = merged.reshape({n, t, h, dh});
+      permute(attn, {0, 2, 1, 3}, merged_4d);
+      linear_residual(merged, l.self_out, x);
+    }
+    {  // cross-attention, each slot over its own audio
+      const Tensor attn_in = layer_norm(pool_, x, l.cross_ln);  // [n * T, d]
+      const Tensor q_tok = linear(pool_, attn_in, l.cross_q);   // [n * T, d]
+      Tensor q = pool_.alloc({n, h, t, dh}, dt);
+      permute(q_tok.reshape({n, t, h, dh}), {0, 2, 1, 3}, q);
+      const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
+      Tensor attn = pool_.alloc({n, h, t, dh}, dt);
+      for (const auto& [begin, end] : runs_) {
+        const int64_t s0 = slots[size_t(begin)], len = end - begin;
+        Tensor out = attn.slice0(begin, end);
+        attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
+                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out);
+      }
+      Tensor merged = pool_.alloc({n * t, d}, dt);
+      Tensor merged_4d = merged.reshape({n, t, h, dh});
+      permute(attn, {0, 2, 1, 3}, merged_4d);
+      linear_residual(merged, l.cross_out, x);
+    }
+    mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
+  }
+  for (int32_t s : slots) {
+    std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(t));
+    n_cached_[size_t(s)] = int(t);
+  }
+  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+}
+
 Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
@@ -162,14 +263,7 @@ Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const
               "[whisper] batch step: slot " + std::to_string(s) + " listed twice");
     positions_.push_back(n_cached_[size_t(s)]);
   }
-  // Runs of consecutive ascending slots share one attention call.
-  runs_.clear();
-  for (int64_t r = 0; r < n; ++r) {
-    if (r > 0 && slots[size_t(r)] == slots[size_t(r - 1)] + 1)
-      runs_.back().second = r + 1;
-    else
-      runs_.emplace_back(r, r + 1);
-  }
+  find_runs(slots);  // runs of consecutive ascending slots share one attention call
   const DType dt = model_->dtype();
   const Device dev = model_->device();
   const int64_t n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;

@@ -44,6 +44,11 @@ class WhisperBatchSession {
   // its cache (a window's initial tokens). f32 logits [tokens.size(), n_vocab] on the CPU.
   Tensor prefill(int slot, std::span<const int32_t> tokens);
 
+  // The initial tokens of several fresh slots (nothing cached since encode or reset), all of
+  // the same length T, in one decoder pass: tokens [n * T], slot slots[i]'s at [i * T,
+  // (i + 1) * T). f32 logits [n * T, n_vocab] on the CPU, in the same order.
+  Tensor prefill_batch(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+
   // One token per listed slot (distinct, encoded, each with room for one more position), each
   // at its own next position, in one decoder pass. f32 logits [n, n_vocab] on the CPU, row i
   // for slots[i].
@@ -60,6 +65,8 @@ class WhisperBatchSession {
     Tensor cross_kv;  // [2, S, H, n_audio_ctx, d_head]
   };
   void check_slot(int slot, const char* where) const;
+  // runs_ of `slots`: [begin, end) index ranges of consecutive ascending slot ids.
+  void find_runs(std::span<const int32_t> slots);
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
   void sync_mask();

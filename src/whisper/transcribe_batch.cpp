@@ -3,9 +3,11 @@
 // schedules windows into batches.
 #include "whisper/transcribe_batch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 
 #include "audio/mel.h"
@@ -25,6 +27,40 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// At most this many initial-token rows per batched prefill (its logits are rows x n_vocab
+// f32: 1024 rows of a 51865-token vocabulary are 212 MB).
+constexpr int64_t kPrefillRows = 1024;
+
+// Each search's initial tokens into its slot (search i in slot i): windows whose initial
+// tokens have the same length share decoder passes (prefill_batch), the others go alone.
+void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
+  std::map<size_t, std::vector<int32_t>> by_length;
+  for (size_t i = 0; i < searches.size(); ++i)
+    by_length[searches[i].initial_tokens().size()].push_back(int32_t(i));
+  std::vector<int32_t> group, tokens;
+  for (const auto& [t, slots] : by_length) {
+    const size_t per_pass = size_t(std::max<int64_t>(1, kPrefillRows / int64_t(t)));
+    for (size_t g0 = 0; g0 < slots.size(); g0 += per_pass) {
+      group.assign(slots.begin() + int64_t(g0),
+                   slots.begin() + int64_t(std::min(slots.size(), g0 + per_pass)));
+      if (group.size() == 1) {
+        WindowSearch& s = searches[size_t(group[0])];
+        s.first(batch.prefill(group[0], s.initial_tokens()));
+        continue;
+      }
+      tokens.clear();
+      for (int32_t slot : group) {
+        const auto& init = searches[size_t(slot)].initial_tokens();
+        tokens.insert(tokens.end(), init.begin(), init.end());
+      }
+      const Tensor logits = batch.prefill_batch(group, tokens);
+      for (size_t k = 0; k < group.size(); ++k) {
+        searches[size_t(group[k])].first(logits.slice0(int64_t(k * t), int64_t((k + 1) * t)));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -109,10 +145,9 @@ std::vector<TranscribeResult> transcribe_batch(
       searches.emplace_back(tokenizer,
                             attempt_options(loop.decode_options(), options, 0, loop.window().seek),
                             c.n_text_ctx);
-      WindowSearch& s = searches.back();
-      s.first(batch.prefill(int(i), s.initial_tokens()));
-      st.tokens += 1;
     }
+    prefill(batch, searches);
+    st.tokens += n;
     while (true) {
       check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
             "[whisper] decoding cancelled");

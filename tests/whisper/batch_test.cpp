@@ -125,6 +125,53 @@ TEST(WhisperBatchSession, StepLogitsOfRowsAtDifferentPositionsEqualSeparateSessi
   std::printf("batch vs single logits: max |diff| %.3g\n", worst);
 }
 
+TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  const int n_mels = model->config().n_mels;
+  const int64_t n_vocab = model->config().n_vocab;
+  const auto& tok = english();
+  const std::vector<Tensor> windows = {first_window(audio("jfk.wav"), n_mels),
+                                       first_window(audio("english.wav"), n_mels)};
+  const std::vector<int32_t> slots = {2, 0};  // not in order: two runs
+  // Two sequences of the same length (5), different tokens.
+  const std::vector<std::vector<int32_t>> initial = {
+      {tok.sot_prev(), 400, 401, tok.sot(), tok.timestamp_begin()},
+      {tok.sot_prev(), 900, 902, tok.sot(), tok.no_timestamps()}};
+  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
+  for (int i = 0; i < 2; ++i)
+    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
+                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  WhisperBatchSession batch(model, 3);
+  batch.encode(slots, mels);
+  std::vector<int32_t> all = initial[0];
+  all.insert(all.end(), initial[1].begin(), initial[1].end());
+  const Tensor logits = batch.prefill_batch(slots, all);
+  ASSERT_EQ(logits.dim(0), 10);
+  float worst = 0;
+  for (int i = 0; i < 2; ++i) {
+    WhisperSession single(model);
+    single.encode(windows[size_t(i)]);
+    const Tensor ref = single.decode(initial[size_t(i)]);
+    worst = std::max(worst, max_abs_diff(logits.data<float>() + i * 5 * n_vocab, ref.data<float>(),
+                                         ref.numel()));
+    EXPECT_EQ(batch.n_cached(slots[size_t(i)]), 5);
+    // A step after the batched prefill reads the K/V it wrote.
+    const int32_t next = 1234;
+    const Tensor a = batch.step(std::vector<int32_t>{slots[size_t(i)]}, std::vector<int32_t>{next});
+    const Tensor b = single.decode(std::span<const int32_t>(&next, 1));
+    worst = std::max(worst, max_abs_diff(a.data<float>(), b.data<float>(), n_vocab));
+  }
+  EXPECT_LT(worst, 2e-3f);
+  std::printf("batched prefill vs single: max |diff| %.3g\n", worst);
+  // Only fresh slots, and the same count per slot.
+  EXPECT_THROW(batch.prefill_batch(slots, all), Error);
+  batch.reset(0);
+  batch.reset(2);
+  EXPECT_THROW(batch.prefill_batch(slots, std::vector<int32_t>{tok.sot(), tok.sot(), tok.sot()}),
+               Error);
+}
+
 TEST(WhisperBatchSession, BadArgumentsAreClearErrors) {
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
