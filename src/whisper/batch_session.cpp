@@ -23,12 +23,14 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   const int64_t s = n_slots, h = c.n_text_head, dh = c.n_text_state / h;
   const Device dev = model_->device();
   const DType dt = model_->dtype();
-  // Zeroed: positions left out by key_mask always hold finite values.
+  // The self-attention caches are zeroed, so the positions key_mask leaves out always hold
+  // finite values (a kernel that weighs them by 0 then adds 0). A slot's cross K/V is written
+  // by encode before anything reads it.
   cache_.resize(size_t(c.n_text_layer));
   for (LayerCache& l : cache_) {
     l.self_k = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
-    l.cross_kv = Tensor::zeros({2, s, h, c.n_audio_ctx, dh}, dt, dev);
+    l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
   }
   mask_host_ = Tensor::zeros({s, c.n_text_ctx}, DType::i8);
   mask_dev_ = dev == Device::cpu ? mask_host_ : Tensor::zeros({s, c.n_text_ctx}, DType::i8, dev);

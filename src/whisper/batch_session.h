@@ -29,7 +29,7 @@ class WhisperModel;
 
 class WhisperBatchSession {
  public:
-  // Allocates every slot's caches at once (zeroed); n_slots >= 1.
+  // Allocates every slot's caches at once; n_slots >= 1.
   WhisperBatchSession(std::shared_ptr<const WhisperModel> model, int n_slots);
 
   int n_slots() const { return n_slots_; }
