@@ -247,8 +247,8 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   cmd->add_option("--batch-size", opt->batch_size,
                   "With several files: windows of this many files per encoder call and decoder "
-                  "step (1: one file at a time; beam search, best_of, word timestamps and "
-                  "language detection always run one file at a time)")
+                  "step (1: one file at a time; beam search, best_of and word timestamps "
+                  "always run one file at a time)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_vad_gate_options(cmd, opt->vad);

@@ -28,6 +28,10 @@ DecodingOptions attempt_options(DecodingOptions decode, const TranscribeOptions&
 DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer& tokenizer,
                                     const Tensor& window, const DecodingOptions& decode,
                                     const TranscribeOptions& o, int64_t seek, size_t first = 0);
+// The transcript's language: options.language, "en" on English-only models, else detected
+// once from the first 30 s of the padded mel (encoded into `source`).
+std::string transcript_language(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                const Tensor& mel, const TranscribeOptions& o);
 // Throws Error(invalid_argument) for a mel that is not f32 [n_mels, >= 3000] on the CPU or for
 // invalid options.
 void check_transcribe_input(const Tensor& mel, int n_mels, const TranscribeOptions& o);

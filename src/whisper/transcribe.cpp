@@ -302,6 +302,15 @@ TranscribeResult SeekLoop::finish() {
   return std::move(out_);
 }
 
+std::string transcript_language(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                const Tensor& mel, const TranscribeOptions& o) {
+  if (o.language) return *o.language;
+  if (!tokenizer.multilingual()) return "en";
+  // The first 30 s of the padded mel, not the decoder's zero-padded window.
+  source.encode(mel_window(mel, 0, kChunkFrames));
+  return detect_language(source, tokenizer).code;
+}
+
 void check_transcribe_input(const Tensor& mel, int n_mels, const TranscribeOptions& o) {
   check_arg(mel.dtype() == DType::f32 && !mel.is_cuda() && mel.ndim() == 2 &&
                 mel.dim(0) == n_mels && mel.dim(1) >= kChunkFrames,
@@ -316,17 +325,8 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
                                 const Tensor& mel, const TranscribeOptions& o) {
   using namespace whisper;
   check_transcribe_input(mel, source.n_mels(), o);
-  std::string language;
-  if (o.language) {
-    language = *o.language;
-  } else if (!tokenizer.multilingual()) {
-    language = "en";
-  } else {
-    // The first 30 s of the padded mel, not the decoder's zero-padded window.
-    source.encode(mel_window(mel, 0, kChunkFrames));
-    language = detect_language(source, tokenizer).code;
-  }
-  SeekLoop loop(tokenizer, mel, o, language, source.n_text_ctx());
+  SeekLoop loop(tokenizer, mel, o, transcript_language(source, tokenizer, mel, o),
+                source.n_text_ctx());
   while (loop.next_window()) {
     const DecodingResult result = decode_with_fallback(
         source, tokenizer, loop.window_mel(), loop.decode_options(), o, loop.window().seek);

@@ -74,7 +74,6 @@ std::optional<std::string> batch_unsupported(const TranscribeOptions& o,
   if (o.word_timestamps) return "word timestamps";
   if (o.token_logprobs) return "token logprobs";
   if (o.on_token) return "token streaming (on_token)";
-  if (!o.language && tokenizer.multilingual()) return "language detection (no language given)";
   return std::nullopt;
 }
 
@@ -89,8 +88,8 @@ std::vector<TranscribeResult> transcribe_batch(
   for (const Tensor& mel : mels) check_transcribe_input(mel, c.n_mels, options);
   BatchTranscribeStats local;
   BatchTranscribeStats& st = stats ? *stats : local;
-  const std::string language = options.language.value_or("en");
   const size_t n_files = mels.size();
+  SessionLogitsSource fallback_source(fallback);
 
   // Per file: its options (the segment callback knows the file) and its seek loop.
   std::vector<TranscribeOptions> file_options(n_files, options);
@@ -103,12 +102,14 @@ std::vector<TranscribeResult> transcribe_batch(
         on_file_segment(f, s);
       };
     }
-    loops.push_back(
-        std::make_unique<SeekLoop>(tokenizer, mels[f], file_options[f], language, c.n_text_ctx));
+    // Language detection, when needed, runs per file through the one-window session, as
+    // transcribe() does it.
+    loops.push_back(std::make_unique<SeekLoop>(
+        tokenizer, mels[f], file_options[f],
+        transcript_language(fallback_source, tokenizer, mels[f], options), c.n_text_ctx));
     if (loops.back()->next_window()) ready.push_back(f);
   }
 
-  SessionLogitsSource fallback_source(fallback);
   const int64_t frames = kChunkFrames;
   std::vector<size_t> members;
   std::vector<int32_t> slots, step_slots, step_tokens;

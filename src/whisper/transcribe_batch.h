@@ -10,8 +10,9 @@
 //
 // Not batched (batch_unsupported() names the reason; callers then use transcribe() per
 // file): beam search (beam_size at temperature 0), best_of > 1 at the first temperature, word
-// timestamps, token_logprobs, on_token streaming, and language detection (a multilingual
-// model needs TranscribeOptions::language).
+// timestamps, token_logprobs and on_token streaming. Language detection (a multilingual model
+// without TranscribeOptions::language) runs per file on `fallback` before the batches, as
+// transcribe() runs it.
 #pragma once
 
 #include <cstdint>
