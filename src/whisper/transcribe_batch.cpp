@@ -114,7 +114,6 @@ std::vector<TranscribeResult> transcribe_batch(
   std::vector<size_t> members;
   std::vector<int32_t> slots, step_slots, step_tokens;
   std::vector<WindowSearch> searches;
-  std::vector<size_t> step_rows;
   while (!ready.empty()) {
     // One round: the current window of up to n_slots files, slot i for member i.
     members.clear();
