@@ -207,6 +207,7 @@ void add_bench_command(CLI::App& app) {
   ops->add_flag("--quick", opt->quick, "Fewer and smaller shapes (a smoke run)");
   ops->callback([opt] { run_bench_ops(*opt); });
   add_bench_whisper_subcommand(*bench);
+  add_bench_batch_subcommand(*bench);
 }
 
 }  // namespace parley::cli

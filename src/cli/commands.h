@@ -15,5 +15,7 @@ void add_vad_command(CLI::App& app);
 void add_whisper_command(CLI::App& app);
 // `bench whisper`, added by add_bench_command under its `bench` subcommand.
 void add_bench_whisper_subcommand(CLI::App& bench);
+// `bench batch` (bench_batch.cpp), likewise.
+void add_bench_batch_subcommand(CLI::App& bench);
 
 }  // namespace parley::cli

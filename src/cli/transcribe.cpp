@@ -1,6 +1,7 @@
 // `parley transcribe FILE... [--model DIR]`: audio files in, transcripts out. Segments are
 // printed as their window finishes; with -o each file's transcript is written to
 // DIR/<name>.<format>, otherwise a -f document goes to stdout after the segments.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,10 +17,12 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/alignment_heads.h"
+#include "whisper/batch_session.h"
 #include "whisper/formats.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 #include "whisper/transcribe.h"
+#include "whisper/transcribe_batch.h"
 
 namespace parley::cli {
 namespace {
@@ -35,6 +38,7 @@ struct TranscribeCliOptions {
   std::string output_dir;
   bool no_timestamps = false;
   int threads = 0;
+  int batch_size = 16;  // files decoded together (transcribe_batch); 1: one at a time
   VadGateOptions vad;
   bool run_stats = false;  // print Whisper's encoder/decoder run counts to stderr
   DeviceFlags device;
@@ -73,7 +77,6 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   std::unique_ptr<WhisperSession> session;
   const std::unique_ptr<VadGate> gate =
       (opt.vad.enabled || opt.vad.filter) ? std::make_unique<VadGate>(opt.vad) : nullptr;
-  std::optional<vad::SpeechTimeMap> time_map;  // --vad-filter: collected -> file times
 
   const bool to_files = !opt.output_dir.empty();
   const bool document = !opt.format.empty();
@@ -87,7 +90,8 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   t.task = opt.task;
   t.without_timestamps = opt.no_timestamps;
   apply_decoding_flags(opt.decoding, t);
-  auto restore = [&](Segment s) {
+  // --vad-filter: times in the collected speech -> times in the file.
+  auto restore = [](Segment s, const std::optional<vad::SpeechTimeMap>& time_map) {
     if (time_map) {
       s.start = time_map->original_time(s.start);
       s.end = time_map->original_time(s.end, true);
@@ -98,39 +102,48 @@ void run_transcribe(const TranscribeCliOptions& opt) {
     }
     return s;
   };
-  t.on_segment = [&](const Segment& s) { print_segment(progress, restore(s)); };
   t.word_timestamps = opt.word_timestamps;
   if (opt.prepend_punctuations) t.word_options.prepend_punctuations = *opt.prepend_punctuations;
   if (opt.append_punctuations) t.word_options.append_punctuations = *opt.append_punctuations;
   t.hallucination_silence_threshold = opt.hallucination_silence_threshold;
-
-  for (const auto& file : opt.files) {
-    const std::vector<float> samples = load_audio(file);
-    if (opt.files.size() > 1) progress << "== " << file << std::endl;
-    TranscribeResult result;
-    const auto speech = gate ? gate->speech(samples) : std::vector<vad::SpeechSegment>{};
-    time_map.reset();
-    if (gate && speech.empty()) {
-      std::cerr << "[vad] " << file << ": no speech" << std::endl;
-    } else {
-      if (gate && gate->filter()) time_map.emplace(speech, 16000);
-      if (!model) {
-        model = WhisperModel::load(dir, load_options(opt.device));
-        tokenizer.emplace(load_tokenizer(*model));
-        session = std::make_unique<WhisperSession>(model);
-        if (!opt.alignment_heads.empty()) {
-          t.word_options.alignment_heads =
-              resolve_alignment_heads(model->config(), opt.alignment_heads);
-        }
-      }
-      const std::vector<float> collected =
-          time_map ? vad::collect_speech(samples, speech) : std::vector<float>{};
-      result = transcribe(*session, *tokenizer, time_map ? collected : samples, t);
-      for (auto& s : result.segments) s = restore(s);
+  auto ensure_model = [&] {
+    if (model) return;
+    model = WhisperModel::load(dir, load_options(opt.device));
+    tokenizer.emplace(load_tokenizer(*model));
+    session = std::make_unique<WhisperSession>(model);
+    if (!opt.alignment_heads.empty()) {
+      t.word_options.alignment_heads =
+          resolve_alignment_heads(model->config(), opt.alignment_heads);
     }
+  };
+
+  // One input file: its audio, what the VAD gate made of it, and then its transcript.
+  struct Input {
+    std::string file;
+    double duration = 0;
+    bool no_speech = false;  // the gate found none: not transcribed
+    std::optional<vad::SpeechTimeMap> time_map;
+    std::vector<float> samples;  // what Whisper transcribes (the collected speech with a map)
+  };
+  auto prepare = [&](const std::string& file) {
+    Input in;
+    in.file = file;
+    in.samples = load_audio(file);
+    in.duration = double(in.samples.size()) / 16000.0;
+    const auto speech = gate ? gate->speech(in.samples) : std::vector<vad::SpeechSegment>{};
+    if (gate && speech.empty()) {
+      in.no_speech = true;
+      in.samples.clear();
+    } else if (gate && gate->filter()) {
+      in.time_map.emplace(speech, 16000);
+      in.samples = vad::collect_speech(in.samples, speech);
+    }
+    return in;
+  };
+  auto write_output = [&](const Input& in, const TranscribeResult& result) {
     TranscriptInfo info;
     info.task = opt.task;
-    info.duration = double(samples.size()) / 16000.0;
+    info.duration = in.duration;
     info.words = opt.word_timestamps;
     info.highlight_words = opt.highlight_words;
     info.max_line_width = opt.max_line_width;
@@ -139,13 +152,74 @@ void run_transcribe(const TranscribeCliOptions& opt) {
     const std::string text = format_transcript(result, format, info);
     if (to_files) {
       const fs::path out = fs::path(opt.output_dir) /
-                           (fs::path(file).stem().string() + "." + output_extension(format));
+                           (fs::path(in.file).stem().string() + "." + output_extension(format));
       std::ofstream f(out, std::ios::binary);
       f << text;
       check(bool(f), ErrorKind::not_found, "[transcribe] cannot write " + out.string());
     } else if (document) {
       std::cout << text << std::flush;
     }
+  };
+  const bool several = opt.files.size() > 1;
+
+  // Batched (transcribe_batch.h): several files, --batch-size > 1 and options it supports. The
+  // files go in groups of 4 batches (their audio in memory at once); each file's segments,
+  // document and output file come after its group, the same text the per-file path prints.
+  bool batched = several && opt.batch_size > 1;
+  std::unique_ptr<WhisperBatchSession> batch;
+  size_t next_file = 0;
+  while (batched && next_file < opt.files.size()) {
+    const size_t group_end = std::min(opt.files.size(), next_file + size_t(opt.batch_size) * 4);
+    std::vector<Input> inputs;
+    for (size_t i = next_file; i < group_end; ++i) inputs.push_back(prepare(opt.files[i]));
+    std::vector<std::vector<float>> audio;
+    for (Input& in : inputs) {
+      if (!in.no_speech) audio.push_back(std::move(in.samples));
+    }
+    std::vector<TranscribeResult> results;
+    if (!audio.empty()) {
+      ensure_model();
+      if (batch_unsupported(t, *tokenizer)) {
+        batched = false;  // the per-file path below takes these files again
+        break;
+      }
+      if (!batch) batch = std::make_unique<WhisperBatchSession>(model, opt.batch_size);
+      results = transcribe_batch(*batch, *session, *tokenizer, audio, t);
+    }
+    size_t k = 0;
+    for (const Input& in : inputs) {
+      progress << "== " << in.file << std::endl;
+      TranscribeResult result;
+      if (in.no_speech) {
+        std::cerr << "[vad] " << in.file << ": no speech" << std::endl;
+      } else {
+        result = std::move(results[k++]);
+        for (auto& s : result.segments) {
+          s = restore(s, in.time_map);
+          print_segment(progress, s);
+        }
+      }
+      write_output(in, result);
+    }
+    next_file = group_end;
+  }
+
+  // One file at a time; segments are printed as their window finishes.
+  std::optional<vad::SpeechTimeMap> time_map;
+  t.on_segment = [&](const Segment& s) { print_segment(progress, restore(s, time_map)); };
+  for (size_t i = next_file; i < opt.files.size(); ++i) {
+    const Input in = prepare(opt.files[i]);
+    if (several) progress << "== " << in.file << std::endl;
+    TranscribeResult result;
+    if (in.no_speech) {
+      std::cerr << "[vad] " << in.file << ": no speech" << std::endl;
+    } else {
+      ensure_model();
+      time_map = in.time_map;
+      result = transcribe(*session, *tokenizer, in.samples, t);
+      for (auto& s : result.segments) s = restore(s, time_map);
+    }
+    write_output(in, result);
   }
   if (opt.run_stats) {
     const WhisperRunCounters runs = whisper_run_counters();
@@ -171,6 +245,12 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", opt->output_dir, "Write <file>.<format> here");
   cmd->add_flag("--no-timestamps", opt->no_timestamps, "Decode without timestamps");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  cmd->add_option("--batch-size", opt->batch_size,
+                  "With several files: windows of this many files per encoder call and decoder "
+                  "step (1: one file at a time; beam search, best_of and word timestamps "
+                  "always run one file at a time)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   add_vad_gate_options(cmd, opt->vad);
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");

@@ -213,13 +213,136 @@ std::vector<float> score_tokens(LogitsSource& source,
   return out;
 }
 
+// What a window's search starts from: the initial tokens and the logit filters.
+struct WindowPlan {
+  std::vector<int32_t> initial;
+  int sample_begin = 0;
+  int sot_index = 0;
+  int sample_len = 0;
+  std::vector<std::unique_ptr<LogitFilter>> filters;
+};
+
+WindowPlan plan_window(const WhisperTokenizer& tokenizer, const DecodingOptions& options,
+                       const std::string& language, int n_ctx) {
+  WindowPlan p;
+  p.sample_len = options.sample_len > 0 ? options.sample_len : n_ctx / 2;
+  p.initial = initial_tokens(tokenizer, options, language, n_ctx);
+  check_arg(int(p.initial.size()) < n_ctx, "[whisper] " + std::to_string(p.initial.size()) +
+                                               " initial tokens leave no room in a context of " +
+                                               std::to_string(n_ctx));
+  p.sample_begin = int(p.initial.size());
+  p.sot_index =
+      int(std::find(p.initial.begin(), p.initial.end(), tokenizer.sot()) - p.initial.begin());
+  LogitFilterSettings fs;
+  fs.suppress_blank = options.suppress_blank;
+  fs.suppress_tokens = options.suppress_tokens;
+  fs.without_timestamps = options.without_timestamps;
+  fs.max_initial_timestamp = options.max_initial_timestamp;
+  p.filters = make_logit_filters(tokenizer, fs, p.sample_begin);
+  return p;
+}
+
+// P(<|nospeech|>) at the <|startoftranscript|> position of the initial tokens' logits.
+float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokenizer& tokenizer) {
+  const auto at_sot = row_of(logits, sot_index);
+  return float(std::exp(double(at_sot[size_t(tokenizer.no_speech())]) - logsumexp(at_sot)));
+}
+
+// Cuts each candidate at its first <|endoftext|>, ranks them (MaximumLikelihoodRanker) and
+// fills tokens, text, avg_logprob and compression_ratio of the best.
+void finalize(DecodingResult& result, const WhisperTokenizer& tokenizer,
+              const DecodingOptions& options, std::vector<BeamCandidate> cands, int sample_begin) {
+  const int32_t eot = tokenizer.eot();
+  std::vector<size_t> lengths;
+  std::vector<float> sums;
+  for (auto& c : cands) {
+    const auto end = std::find(c.tokens.begin() + sample_begin, c.tokens.end(), eot);
+    c.tokens = std::vector<int32_t>(c.tokens.begin() + sample_begin, end);
+    lengths.push_back(c.tokens.size());
+    sums.push_back(c.sum_logprob);
+  }
+  const size_t best = rank_candidates(lengths, sums, options.length_penalty);
+  result.tokens = std::move(cands[best].tokens);
+  result.text = py_strip(reference_decode(tokenizer, result.tokens));
+  result.avg_logprob = float(double(sums[best]) / double(result.tokens.size() + 1));
+  result.compression_ratio = compression_ratio(result.text);
+}
+
 }  // namespace
+
+struct WindowSearch::State {
+  State(const WhisperTokenizer& t, const DecodingOptions& o, int n)
+      : tokenizer(t), options(o), n_ctx(n) {}
+  const WhisperTokenizer& tokenizer;
+  DecodingOptions options;
+  int n_ctx = 0;
+  WindowPlan plan;
+  Rows rows;
+  std::vector<float> logits;
+  int step = 0;
+  bool done = false;
+  DecodingResult result;
+};
+
+WindowSearch::WindowSearch(const WhisperTokenizer& tokenizer, const DecodingOptions& options,
+                           int n_text_ctx) {
+  check_options(tokenizer, options);
+  check_arg(options.language.has_value(), "[whisper] WindowSearch: the language must be set");
+  check_arg(options.beam_size == 0 && options.best_of <= 1,
+            "[whisper] WindowSearch: one candidate only (no beam_size, best_of <= 1)");
+  s_ = std::make_unique<State>(tokenizer, options, n_text_ctx);
+  s_->plan = plan_window(tokenizer, options, *options.language, n_text_ctx);
+  s_->rows = Rows{{s_->plan.initial}, {0.0f}};
+  s_->result.temperature = options.temperature;
+  s_->result.language = *options.language;
+}
+
+WindowSearch::~WindowSearch() = default;
+WindowSearch::WindowSearch(WindowSearch&&) noexcept = default;
+WindowSearch& WindowSearch::operator=(WindowSearch&&) noexcept = default;
+
+const std::vector<int32_t>& WindowSearch::initial_tokens() const { return s_->plan.initial; }
+
+void WindowSearch::first(const Tensor& logits) {
+  check_arg(s_->step == 0 && !s_->done, "[whisper] WindowSearch::first: already started");
+  check_logits(logits, int64_t(s_->plan.initial.size()), s_->tokenizer.n_vocab());
+  s_->result.no_speech_prob = no_speech_prob_of(logits, s_->plan.sot_index, s_->tokenizer);
+  next(row_of(logits, logits.dim(0) - 1));
+}
+
+void WindowSearch::next(std::span<const float> logits) {
+  State& s = *s_;
+  check_arg(!s.done, "[whisper] WindowSearch::next: the search has ended");
+  check_arg(int64_t(logits.size()) == s.tokenizer.n_vocab(),
+            "[whisper] WindowSearch::next: " + std::to_string(logits.size()) +
+                " logits, expected " + std::to_string(s.tokenizer.n_vocab()));
+  // The body of decode_encoded's loop for one candidate.
+  s.logits.assign(logits.begin(), logits.end());
+  for (const auto& f : s.plan.filters) f->apply(s.logits, s.rows.tokens[0]);
+  const int32_t eot = s.tokenizer.eot();
+  greedy_update(s.rows, std::span<const std::vector<float>>(&s.logits, 1), s.options, eot, s.step);
+  if (s.options.on_token) s.options.on_token(s.rows.tokens[0].back());
+  const bool completed = s.rows.tokens[0].back() == eot;
+  ++s.step;
+  if (completed || int(s.rows.tokens[0].size()) > s.n_ctx || s.step >= s.plan.sample_len) {
+    s.done = true;
+    std::vector<BeamCandidate> cands{{s.rows.tokens[0], s.rows.sum_logprobs[0]}};
+    cands[0].tokens.push_back(eot);  // GreedyDecoder.finalize pads with one
+    finalize(s.result, s.tokenizer, s.options, std::move(cands), s.plan.sample_begin);
+  }
+}
+
+bool WindowSearch::done() const { return s_->done; }
+int32_t WindowSearch::last_token() const { return s_->rows.tokens[0].back(); }
+const DecodingResult& WindowSearch::result() const {
+  check_arg(s_->done, "[whisper] WindowSearch::result: the search has not ended");
+  return s_->result;
+}
 
 DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& tokenizer,
                               const DecodingOptions& options) {
   check_options(tokenizer, options);
   const int n_ctx = source.n_text_ctx();
-  const int sample_len = options.sample_len > 0 ? options.sample_len : n_ctx / 2;
   const int32_t eot = tokenizer.eot();
   const int64_t n_vocab = tokenizer.n_vocab();
   const bool beam = options.beam_size > 0;
@@ -232,20 +355,11 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   if (!language) language = detect_language(source, tokenizer).code;
   result.language = *language;
 
-  const std::vector<int32_t> initial = initial_tokens(tokenizer, options, language, n_ctx);
-  check_arg(int(initial.size()) < n_ctx, "[whisper] " + std::to_string(initial.size()) +
-                                             " initial tokens leave no room in a context of " +
-                                             std::to_string(n_ctx));
-  const int sample_begin = int(initial.size());
-  const int sot_index =
-      int(std::find(initial.begin(), initial.end(), tokenizer.sot()) - initial.begin());
-
-  LogitFilterSettings fs;
-  fs.suppress_blank = options.suppress_blank;
-  fs.suppress_tokens = options.suppress_tokens;
-  fs.without_timestamps = options.without_timestamps;
-  fs.max_initial_timestamp = options.max_initial_timestamp;
-  const auto filters = make_logit_filters(tokenizer, fs, sample_begin);
+  WindowPlan plan = plan_window(tokenizer, options, *language, n_ctx);
+  const std::vector<int32_t>& initial = plan.initial;
+  const int sample_begin = plan.sample_begin;
+  const int sample_len = plan.sample_len;
+  const auto& filters = plan.filters;
 
   std::optional<BeamSearch> beams;
   if (beam) beams.emplace(options.beam_size, eot, options.patience);
@@ -265,9 +379,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       // The initial tokens are the same for every row: one pass, then the rows share them.
       const Tensor out = source.decode(initial);
       check_logits(out, int64_t(initial.size()), n_vocab);
-      const auto at_sot = row_of(out, sot_index);
-      result.no_speech_prob =
-          float(std::exp(double(at_sot[size_t(tokenizer.no_speech())]) - logsumexp(at_sot)));
+      result.no_speech_prob = no_speech_prob_of(out, plan.sot_index, tokenizer);
       const auto row = row_of(out, out.dim(0) - 1);
       for (auto& l : logits) l.assign(row.begin(), row.end());
       if (n_group > 1) source.fork(n_group);
@@ -313,16 +425,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       cands.back().tokens.push_back(eot);  // GreedyDecoder.finalize pads with one
     }
   }
-  std::vector<size_t> lengths;
-  std::vector<float> sums;
-  for (auto& c : cands) {
-    const auto end = std::find(c.tokens.begin() + sample_begin, c.tokens.end(), eot);
-    c.tokens = std::vector<int32_t>(c.tokens.begin() + sample_begin, end);
-    lengths.push_back(c.tokens.size());
-    sums.push_back(c.sum_logprob);
-  }
-  const size_t best = rank_candidates(lengths, sums, options.length_penalty);
-  result.tokens = std::move(cands[best].tokens);
+  finalize(result, tokenizer, options, std::move(cands), sample_begin);
   if (options.token_logprobs) {
     result.token_logprobs = score_tokens(source, filters, initial, result.tokens);
   }
@@ -330,9 +433,6 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
     for (int32_t t : result.tokens) options.on_token(t);
     options.on_token(eot);
   }
-  result.text = py_strip(reference_decode(tokenizer, result.tokens));
-  result.avg_logprob = float(double(sums[best]) / double(result.tokens.size() + 1));
-  result.compression_ratio = compression_ratio(result.text);
   return result;
 }
 

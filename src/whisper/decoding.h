@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -169,6 +170,34 @@ DecodingResult decode_window(WhisperSession& session, const WhisperTokenizer& to
 // Decodes audio already encoded in `source` (temperature fallback re-decodes this way).
 DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& tokenizer,
                               const DecodingOptions& options);
+
+// One greedy (temperature 0) or sampled candidate of one window (beam_size 0, best_of <= 1),
+// stepped by the caller: batched transcription (transcribe_batch.h) feeds each window's
+// search the logits of its row. The same initial tokens, logit filters, draws, stopping rules
+// and result fields as decode_encoded with the same options (they share those steps), except
+// token_logprobs (not filled). options.language must be set.
+class WindowSearch {
+ public:
+  WindowSearch(const WhisperTokenizer& tokenizer, const DecodingOptions& options, int n_text_ctx);
+  ~WindowSearch();
+  WindowSearch(WindowSearch&&) noexcept;
+  WindowSearch& operator=(WindowSearch&&) noexcept;
+
+  // What to decode first (prompt, sot sequence, prefix).
+  const std::vector<int32_t>& initial_tokens() const;
+  // The logits of the initial tokens, f32 [initial_tokens().size(), n_vocab]: no_speech_prob
+  // and the first token.
+  void first(const Tensor& logits);
+  // The logits of the position after last_token(): the next token.
+  void next(std::span<const float> logits);
+  bool done() const;
+  int32_t last_token() const;            // the token to decode next while !done()
+  const DecodingResult& result() const;  // once done()
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // The initial tokens: [<|startofprev|>, hotwords..., prompt tail...] + sot sequence
 // (+ <|notimestamps|>) + prefix. `language` is the code written into the sot sequence.

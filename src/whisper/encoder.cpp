@@ -89,52 +89,51 @@ void unfused_attention(Pool& pool, const Tensor& q, const Tensor& k, const Tenso
   matmul(probs, v.reshape({h, tk, v.dim(3)}), out_3d);
 }
 
-// x [T, d] += out_proj(self_attention(ln(x))), no mask. On CUDA in f16/bf16 one flash
-// kernel (attention_qkv); elsewhere (the f32 parity path) the three unfused steps.
-void encoder_attention(Pool& pool, Tensor& x, const EncoderLayerWeights& l, int n_head) {
-  const Tensor attn_in = layer_norm(pool, x, l.attn_ln);  // [T, d]
-  const Tensor qkv = linear(pool, attn_in, l.attn_qkv);   // [T, 3d]
+// x [B * T, d] += out_proj(self_attention(ln(x))) per window of T rows, no mask. On CUDA in
+// f16/bf16 one flash kernel (attention_qkv) over the batch; elsewhere (the f32 parity path)
+// the three unfused steps, one window at a time (the scores are H * T * T elements).
+void encoder_attention(Pool& pool, Tensor& x, int64_t b, const EncoderLayerWeights& l, int n_head) {
+  const int64_t t = x.dim(0) / b, d = x.dim(1);
+  const Tensor attn_in = layer_norm(pool, x, l.attn_ln);  // [B * T, d]
+  const Tensor qkv = linear(pool, attn_in, l.attn_qkv);   // [B * T, 3d]
+  Tensor merged = pool.alloc({b * t, d}, x.dtype());      // [B * T, d]
   if (x.device() == Device::cuda && x.dtype() != DType::f32) {
     // The fast path: flash attention straight from the projection, token-major.
-    const int64_t t = x.dim(0), d = x.dim(1);
-    Tensor merged = pool.alloc({t, d}, x.dtype());
-    Tensor merged_3d = merged.reshape({1, t, d});
-    attention_qkv(qkv.reshape({1, t, 3 * d}), n_head, merged_3d);
+    Tensor merged_3d = merged.reshape({b, t, d});
+    attention_qkv(qkv.reshape({b, t, 3 * d}), n_head, merged_3d);
     linear_residual(merged, l.attn_out, x);
     return;
   }
-  const Tensor heads = split_heads(pool, qkv, 3, n_head);  // [3, H, T, d_head]
-  const Tensor q = heads.slice0(0, 1), k = heads.slice0(1, 2), v = heads.slice0(2, 3);
-  Tensor attn = pool.alloc(q.shape(), q.dtype());  // [1, H, T, d_head]
-  unfused_attention(pool, q, k, v, attn);
-  const Tensor merged = merge_heads(pool, attn);  // [T, d]
+  for (int64_t i = 0; i < b; ++i) {
+    const Tensor heads = split_heads(pool, qkv.slice0(i * t, (i + 1) * t), 3, n_head);
+    const Tensor q = heads.slice0(0, 1), k = heads.slice0(1, 2), v = heads.slice0(2, 3);
+    Tensor attn = pool.alloc(q.shape(), q.dtype());  // [1, H, T, d_head]
+    unfused_attention(pool, q, k, v, attn);
+    Tensor window = merged.slice0(i * t, (i + 1) * t);
+    Tensor window_4d = window.reshape({1, t, int64_t(n_head), d / n_head});
+    permute(attn, {0, 2, 1, 3}, window_4d);  // merge_heads into the window's rows
+  }
   linear_residual(merged, l.attn_out, x);
 }
 
 }  // namespace
-}  // namespace whisper
 
-void WhisperSession::encode(const Tensor& mel) {
-  using namespace whisper;
-  g_encoder_runs.fetch_add(1, std::memory_order_relaxed);
-  const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
-  const int64_t frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
-  check_arg(mel.shape() == Shape({c.n_mels, frames}),
-            "[whisper] encode: mel " + mel.describe() + ", expected f32[" +
-                std::to_string(c.n_mels) + ", " + std::to_string(frames) + "]");
-  check_arg(is_float(mel.dtype()), "[whisper] encode: mel must be a float tensor");
-  const DType dt = model_->dtype();
+// Batched: mel [B, n_mels, frames] on any device -> features [B * n_audio_ctx, d].
+void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features) {
+  const WhisperConfig& c = model.config();
+  const WhisperWeights& w = model.weights();
+  const int64_t b = mel.dim(0), frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
+  const int64_t n_ctx = c.n_audio_ctx;
+  const DType dt = model.dtype();
 
-  // The mel on the model's device and dtype: [1, n_mels, frames].
-  Tensor mel_in = pool_.alloc({1, c.n_mels, frames}, dt);
-  mel_in.copy_from(mel.dtype() == dt ? mel.reshape(mel_in.shape())
-                                     : mel.reshape(mel_in.shape()).cast(dt));
+  // The mel on the model's device and dtype: [B, n_mels, frames].
+  Tensor mel_in = pool.alloc({b, c.n_mels, frames}, dt);
+  mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
 
   Conv1dOptions conv1_opt;
   conv1_opt.padding = 1;
   conv1_opt.bias = &w.conv1_bias;
-  Tensor conv1_out = pool_.alloc({1, d, frames}, dt);  // [1, d, 3000]
+  Tensor conv1_out = pool.alloc({b, d, frames}, dt);  // [B, d, 3000]
   conv1d(mel_in, w.conv1_weight, conv1_out, conv1_opt);
   gelu(conv1_out, conv1_out);
 
@@ -142,20 +141,36 @@ void WhisperSession::encode(const Tensor& mel) {
   conv2_opt.stride = 2;
   conv2_opt.padding = 1;
   conv2_opt.bias = &w.conv2_bias;
-  Tensor conv2_out = pool_.alloc({1, d, c.n_audio_ctx}, dt);  // [1, d, 1500]
+  Tensor conv2_out = pool.alloc({b, d, n_ctx}, dt);  // [B, d, 1500]
   conv1d(conv1_out, w.conv2_weight, conv2_out, conv2_opt);
   gelu(conv2_out, conv2_out);
 
-  Tensor x = pool_.alloc({c.n_audio_ctx, d}, dt);  // [1500, d]
-  Tensor x_3d = x.reshape({1, c.n_audio_ctx, d});
+  Tensor x = pool.alloc({b * n_ctx, d}, dt);  // [B * 1500, d]
+  Tensor x_3d = x.reshape({b, n_ctx, d});
   permute(conv2_out, {0, 2, 1}, x_3d);
-  add(x, w.encoder_positions, x);
+  add(x_3d, w.encoder_positions, x_3d);
 
   for (const EncoderLayerWeights& layer : w.encoder_layers) {
-    encoder_attention(pool_, x, layer, c.n_audio_head);
-    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+    // The GEMMs run over all B * 1500 rows; attention is per window.
+    encoder_attention(pool, x, b, layer, c.n_audio_head);
+    mlp_block(pool, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
-  parley::layer_norm(x, w.encoder_ln.gamma, w.encoder_ln.beta, kLayerNormEps, audio_features_);
+  parley::layer_norm(x, w.encoder_ln.gamma, w.encoder_ln.beta, kLayerNormEps, features);
+}
+
+}  // namespace whisper
+
+void WhisperSession::encode(const Tensor& mel) {
+  using namespace whisper;
+  g_encoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t frames = 2 * int64_t(c.n_audio_ctx);
+  check_arg(mel.shape() == Shape({c.n_mels, frames}),
+            "[whisper] encode: mel " + mel.describe() + ", expected f32[" +
+                std::to_string(c.n_mels) + ", " + std::to_string(frames) + "]");
+  check_arg(is_float(mel.dtype()), "[whisper] encode: mel must be a float tensor");
+  encoder_forward(pool_, *model_, mel.reshape({1, c.n_mels, frames}), audio_features_);
 
   // Cross-attention K/V depend only on the audio: once per window, every decoder layer's
   // in one GEMM, token-major [1500, n_text_layer * 2d] as the decoder's attention reads it.

@@ -10,7 +10,18 @@
 #include "engine/tensor.h"
 #include "whisper/weights.h"
 
+namespace parley {
+class WhisperModel;
+}
+
 namespace parley::whisper {
+
+// The encoder over a batch of windows: mel [B, n_mels, 2 * n_audio_ctx] (any float dtype, any
+// device) -> features [B * n_audio_ctx, n_audio_state] (model's dtype and device) after the
+// final layer norm. The GEMMs and convolutions run over the whole batch; on the parity path
+// the self-attention runs per window, so a window's features do not depend on the batch
+// beyond the GEMM library's own blocking.
+void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features);
 
 // x [T, in] -> [T, out] = x @ w.weight^T + w.bias
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);

@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/ops/spectral.h"
 #include "whisper/model.h"
+#include "whisper/seek_loop.h"
 #include "whisper/tokenizer.h"
 
 namespace parley {
@@ -23,40 +24,6 @@ Tensor mel_window(const Tensor& mel, int64_t seek, int64_t frames) {
   Tensor out = Tensor::empty({mel.dim(0), kChunkFrames}, DType::f32, mel.device());
   copy_columns(mel, seek, frames, out);
   return out;
-}
-
-// decode_with_fallback: tries options.temperatures in order; a result at one temperature
-// is kept when it is neither too repetitive nor too unlikely, or when it is silence. At
-// temperature 0 best_of is dropped, above it beam_size and patience, as the reference.
-DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer& tokenizer,
-                                    const Tensor& window, DecodingOptions decode,
-                                    const TranscribeOptions& o, int64_t seek) {
-  source.encode(window);
-  DecodingResult result;
-  for (size_t k = 0; k < o.temperatures.size(); ++k) {
-    const float t = o.temperatures[k];
-    decode.temperature = t;
-    decode.best_of = t > 0.0f ? o.best_of : 0;
-    decode.beam_size = t > 0.0f ? 0 : o.beam_size;
-    decode.patience = t > 0.0f ? std::nullopt : o.patience;
-    // Each window and temperature draws from its own stream.
-    decode.sampling_stream = (uint64_t(seek) << 8) | uint64_t(k);
-    result = decode_encoded(source, tokenizer, decode);
-    bool needs_fallback = false;
-    if (o.compression_ratio_threshold &&
-        result.compression_ratio > *o.compression_ratio_threshold) {
-      needs_fallback = true;  // too repetitive
-    }
-    if (o.logprob_threshold && result.avg_logprob < *o.logprob_threshold) {
-      needs_fallback = true;  // too unlikely
-    }
-    if (o.no_speech_threshold && result.no_speech_prob > *o.no_speech_threshold &&
-        o.logprob_threshold && result.avg_logprob < *o.logprob_threshold) {
-      needs_fallback = false;  // silence
-    }
-    if (!needs_fallback) break;
-  }
-  return result;
 }
 
 void check_options(const TranscribeOptions& o) {
@@ -155,149 +122,214 @@ std::string format_timestamp(double seconds, bool always_include_hours, char dec
   return buf;
 }
 
-TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
-                                const Tensor& mel, const TranscribeOptions& o) {
-  check_arg(mel.dtype() == DType::f32 && mel.ndim() == 2 && mel.dim(0) == source.n_mels() &&
-                mel.dim(1) >= kChunkFrames,
-            "[whisper] transcribe: expected a padded log-mel f32 [" +
-                std::to_string(source.n_mels()) + ", >= 3000], got " + mel.describe());
-  check_options(o);
-  const int64_t content_frames = mel.dim(1) - kChunkFrames;
+namespace whisper {
 
-  TranscribeResult out;
-  if (o.language) {
-    out.language = *o.language;
-  } else if (!tokenizer.multilingual()) {
-    out.language = "en";
-  } else {
-    // The first 30 s of the padded mel, not the decoder's zero-padded window.
-    source.encode(mel_window(mel, 0, kChunkFrames));
-    out.language = detect_language(source, tokenizer).code;
+bool needs_fallback(const DecodingResult& result, const TranscribeOptions& o) {
+  bool fallback = false;
+  if (o.compression_ratio_threshold && result.compression_ratio > *o.compression_ratio_threshold) {
+    fallback = true;  // too repetitive
   }
+  if (o.logprob_threshold && result.avg_logprob < *o.logprob_threshold) {
+    fallback = true;  // too unlikely
+  }
+  if (o.no_speech_threshold && result.no_speech_prob > *o.no_speech_threshold &&
+      o.logprob_threshold && result.avg_logprob < *o.logprob_threshold) {
+    fallback = false;  // silence
+  }
+  return fallback;
+}
 
-  DecodingOptions decode;
-  decode.task = o.task;
-  decode.language = out.language;
-  decode.without_timestamps = o.without_timestamps;
-  decode.max_initial_timestamp = o.max_initial_timestamp;
-  decode.suppress_blank = o.suppress_blank;
-  decode.suppress_tokens = o.suppress_tokens;
-  decode.sample_len = o.sample_len;
-  decode.length_penalty = o.length_penalty;
-  decode.seed = o.seed;
-  if (o.prefix) decode.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
-  if (o.hotwords) decode.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
-  decode.on_token = o.on_token;
-  decode.token_logprobs = o.token_logprobs;
-  decode.cancelled = o.cancelled;
+DecodingOptions attempt_options(DecodingOptions decode, const TranscribeOptions& o, size_t k,
+                                int64_t seek) {
+  const float t = o.temperatures[k];
+  decode.temperature = t;
+  decode.best_of = t > 0.0f ? o.best_of : 0;
+  decode.beam_size = t > 0.0f ? 0 : o.beam_size;
+  decode.patience = t > 0.0f ? std::nullopt : o.patience;
+  // Each window and temperature draws from its own stream.
+  decode.sampling_stream = (uint64_t(seek) << 8) | uint64_t(k);
+  return decode;
+}
 
-  std::vector<int32_t> all_tokens;
-  size_t prompt_reset_since = 0;
-  if (o.initial_prompt) all_tokens = tokenizer.encode(" " + py_strip(*o.initial_prompt));
-  const size_t n_initial_prompt = all_tokens.size();
-  const int64_t remaining_prompt_length =
-      int64_t(source.n_text_ctx() / 2 - 1) - int64_t(n_initial_prompt);
+DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                    const Tensor& window, const DecodingOptions& decode,
+                                    const TranscribeOptions& o, int64_t seek, size_t first) {
+  source.encode(window);
+  DecodingResult result;
+  for (size_t k = first; k < o.temperatures.size(); ++k) {
+    result = decode_encoded(source, tokenizer, attempt_options(decode, o, k, seek));
+    if (!needs_fallback(result, o)) break;
+  }
+  return result;
+}
 
-  double last_speech_timestamp = 0;  // end of the last word, with word timestamps
-  const std::vector<int32_t> sot_sequence = tokenizer.sot_sequence(out.language, o.task);
+SeekLoop::SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const TranscribeOptions& o,
+                   std::string language, int n_text_ctx)
+    : tokenizer_(tokenizer), mel_(mel), o_(o), content_frames_(mel.dim(1) - kChunkFrames) {
+  out_.language = std::move(language);
+  decode_.task = o.task;
+  decode_.language = out_.language;
+  decode_.without_timestamps = o.without_timestamps;
+  decode_.max_initial_timestamp = o.max_initial_timestamp;
+  decode_.suppress_blank = o.suppress_blank;
+  decode_.suppress_tokens = o.suppress_tokens;
+  decode_.sample_len = o.sample_len;
+  decode_.length_penalty = o.length_penalty;
+  decode_.seed = o.seed;
+  if (o.prefix) decode_.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
+  if (o.hotwords) decode_.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
+  decode_.on_token = o.on_token;
+  decode_.token_logprobs = o.token_logprobs;
+  decode_.cancelled = o.cancelled;
+
+  if (o.initial_prompt) all_tokens_ = tokenizer.encode(" " + py_strip(*o.initial_prompt));
+  n_initial_prompt_ = all_tokens_.size();
+  remaining_prompt_length_ = int64_t(n_text_ctx / 2 - 1) - int64_t(n_initial_prompt_);
+  sot_sequence_ = tokenizer.sot_sequence(out_.language, o.task);
+  clips_ = seek_clips(o.clip_timestamps, content_frames_);
+  seek_ = clips_[0].first;
+}
+
+bool SeekLoop::next_window() {
   // The reference's flattened loop over clips: for (start, end) in clips, while seek < end.
-  const auto clips = seek_clips(o.clip_timestamps, content_frames);
-  size_t clip_idx = 0;
-  int64_t seek = clips[0].first;
-  while (clip_idx < clips.size()) {
-    const auto [clip_start, clip_end] = clips[clip_idx];
-    if (seek < clip_start) seek = clip_start;
-    if (seek >= clip_end) {
-      if (++clip_idx < clips.size()) seek = clips[clip_idx].first;
+  while (clip_idx_ < clips_.size()) {
+    const auto [clip_start, clip_end] = clips_[clip_idx_];
+    if (seek_ < clip_start) seek_ = clip_start;
+    if (seek_ >= clip_end) {
+      if (++clip_idx_ < clips_.size()) seek_ = clips_[clip_idx_].first;
       continue;
     }
-    const double time_offset = frame_time(seek);
-    const int64_t segment_size = std::min({kChunkFrames, content_frames - seek, clip_end - seek});
-    if (o.carry_initial_prompt) {
-      const size_t ignored = std::max(n_initial_prompt, prompt_reset_since);
+    window_.seek = seek_;
+    window_.time_offset = frame_time(seek_);
+    window_.size = std::min({kChunkFrames, content_frames_ - seek_, clip_end - seek_});
+    if (o_.carry_initial_prompt) {
+      const size_t ignored = std::max(n_initial_prompt_, prompt_reset_since_);
       const auto recent =
-          py_tail(std::span<const int32_t>(all_tokens).subspan(ignored), remaining_prompt_length);
-      decode.prompt.assign(all_tokens.begin(), all_tokens.begin() + int64_t(n_initial_prompt));
-      decode.prompt.insert(decode.prompt.end(), recent.begin(), recent.end());
+          py_tail(std::span<const int32_t>(all_tokens_).subspan(ignored), remaining_prompt_length_);
+      decode_.prompt.assign(all_tokens_.begin(), all_tokens_.begin() + int64_t(n_initial_prompt_));
+      decode_.prompt.insert(decode_.prompt.end(), recent.begin(), recent.end());
     } else {
-      decode.prompt.assign(all_tokens.begin() + int64_t(prompt_reset_since), all_tokens.end());
+      decode_.prompt.assign(all_tokens_.begin() + int64_t(prompt_reset_since_), all_tokens_.end());
     }
-    const DecodingResult result = decode_with_fallback(
-        source, tokenizer, mel_window(mel, seek, segment_size), decode, o, seek);
+    return true;
+  }
+  return false;
+}
 
-    if (o.no_speech_threshold) {
-      bool should_skip = result.no_speech_prob > *o.no_speech_threshold;
-      if (o.logprob_threshold && result.avg_logprob > *o.logprob_threshold) should_skip = false;
-      if (should_skip) {
-        seek += segment_size;  // a silent window: on to the next one
-        continue;
-      }
-    }
+Tensor SeekLoop::window_mel() const { return mel_window(mel_, window_.seek, window_.size); }
 
-    const int64_t window_seek = seek;
-    const WindowCut cut =
-        cut_window(result.tokens, tokenizer.timestamp_begin(), time_offset, int(segment_size));
-    seek += cut.seek_advance;
-
-    std::vector<Segment> current;
-    for (const TokenSlice& slice : cut.slices) {
-      Segment& s = current.emplace_back();
-      s.seek = int(window_seek);
-      s.start = slice.start;
-      s.end = slice.end_time;
-      s.tokens.assign(result.tokens.begin() + int64_t(slice.begin),
-                      result.tokens.begin() + int64_t(slice.end));
-      if (!result.token_logprobs.empty()) {
-        s.token_logprobs.assign(result.token_logprobs.begin() + int64_t(slice.begin),
-                                result.token_logprobs.begin() + int64_t(slice.end));
-      }
-      std::vector<int32_t> text_tokens;
-      for (int32_t t : s.tokens) {
-        if (t < tokenizer.eot()) text_tokens.push_back(t);
-      }
-      s.text = reference_decode(tokenizer, text_tokens);
-      s.temperature = result.temperature;
-      s.avg_logprob = result.avg_logprob;
-      s.compression_ratio = result.compression_ratio;
-      s.no_speech_prob = result.no_speech_prob;
-    }
-    if (o.word_timestamps) {
-      WindowWordState words{result.tokens,  window_seek, segment_size,
-                            content_frames, seek,        last_speech_timestamp};
-      const bool keep =
-          window_word_timestamps(current, words, source, tokenizer, sot_sequence, out.language,
-                                 o.word_options, o.hallucination_silence_threshold);
-      seek = words.seek;
-      if (!keep) continue;
-      last_speech_timestamp = words.last_speech_timestamp;
-    }
-    for (Segment& s : current) {
-      s.id = int(out.segments.size());
-      if (o.verbose) print_segment(s);  // the reference prints before the clean-up below
-      // An instantaneous or textless segment keeps its times but loses text and tokens.
-      if (s.start == s.end || py_strip(s.text).empty()) {
-        s.text.clear();
-        s.tokens.clear();
-        s.words.clear();
-        s.token_logprobs.clear();
-      }
-      for (size_t i = 0; i < s.token_logprobs.size(); ++i) {
-        if (s.tokens[i] < tokenizer.eot()) {
-          out.logprobs.push_back({tokenizer.token_bytes(s.tokens[i]), s.token_logprobs[i]});
-        }
-      }
-      all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
-      if (o.on_segment) o.on_segment(s);
-      out.segments.push_back(std::move(s));
-    }
-    if (!o.condition_on_previous_text || result.temperature > 0.5f) {
-      prompt_reset_since = all_tokens.size();  // no prompt after a high temperature
+void SeekLoop::accept(const DecodingResult& result, LogitsSource* source) {
+  const TranscribeOptions& o = o_;
+  const int64_t segment_size = window_.size;
+  if (o.no_speech_threshold) {
+    bool should_skip = result.no_speech_prob > *o.no_speech_threshold;
+    if (o.logprob_threshold && result.avg_logprob > *o.logprob_threshold) should_skip = false;
+    if (should_skip) {
+      seek_ += segment_size;  // a silent window: on to the next one
+      return;
     }
   }
 
-  out.text =
-      reference_decode(tokenizer, std::span<const int32_t>(all_tokens).subspan(n_initial_prompt));
-  return out;
+  const int64_t window_seek = window_.seek;
+  const WindowCut cut = cut_window(result.tokens, tokenizer_.timestamp_begin(), window_.time_offset,
+                                   int(segment_size));
+  seek_ += cut.seek_advance;
+
+  std::vector<Segment> current;
+  for (const TokenSlice& slice : cut.slices) {
+    Segment& s = current.emplace_back();
+    s.seek = int(window_seek);
+    s.start = slice.start;
+    s.end = slice.end_time;
+    s.tokens.assign(result.tokens.begin() + int64_t(slice.begin),
+                    result.tokens.begin() + int64_t(slice.end));
+    if (!result.token_logprobs.empty()) {
+      s.token_logprobs.assign(result.token_logprobs.begin() + int64_t(slice.begin),
+                              result.token_logprobs.begin() + int64_t(slice.end));
+    }
+    std::vector<int32_t> text_tokens;
+    for (int32_t t : s.tokens) {
+      if (t < tokenizer_.eot()) text_tokens.push_back(t);
+    }
+    s.text = reference_decode(tokenizer_, text_tokens);
+    s.temperature = result.temperature;
+    s.avg_logprob = result.avg_logprob;
+    s.compression_ratio = result.compression_ratio;
+    s.no_speech_prob = result.no_speech_prob;
+  }
+  if (o.word_timestamps) {
+    check(source != nullptr, ErrorKind::internal,
+          "[whisper] word timestamps need the window's decoder");
+    WindowWordState words{result.tokens,   window_seek, segment_size,
+                          content_frames_, seek_,       last_speech_timestamp_};
+    const bool keep =
+        window_word_timestamps(current, words, *source, tokenizer_, sot_sequence_, out_.language,
+                               o.word_options, o.hallucination_silence_threshold);
+    seek_ = words.seek;
+    if (!keep) return;
+    last_speech_timestamp_ = words.last_speech_timestamp;
+  }
+  for (Segment& s : current) {
+    s.id = int(out_.segments.size());
+    if (o.verbose) print_segment(s);  // the reference prints before the clean-up below
+    // An instantaneous or textless segment keeps its times but loses text and tokens.
+    if (s.start == s.end || py_strip(s.text).empty()) {
+      s.text.clear();
+      s.tokens.clear();
+      s.words.clear();
+      s.token_logprobs.clear();
+    }
+    for (size_t i = 0; i < s.token_logprobs.size(); ++i) {
+      if (s.tokens[i] < tokenizer_.eot()) {
+        out_.logprobs.push_back({tokenizer_.token_bytes(s.tokens[i]), s.token_logprobs[i]});
+      }
+    }
+    all_tokens_.insert(all_tokens_.end(), s.tokens.begin(), s.tokens.end());
+    if (o.on_segment) o.on_segment(s);
+    out_.segments.push_back(std::move(s));
+  }
+  if (!o.condition_on_previous_text || result.temperature > 0.5f) {
+    prompt_reset_since_ = all_tokens_.size();  // no prompt after a high temperature
+  }
+}
+
+TranscribeResult SeekLoop::finish() {
+  out_.text = reference_decode(tokenizer_,
+                               std::span<const int32_t>(all_tokens_).subspan(n_initial_prompt_));
+  return std::move(out_);
+}
+
+std::string transcript_language(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                const Tensor& mel, const TranscribeOptions& o) {
+  if (o.language) return *o.language;
+  if (!tokenizer.multilingual()) return "en";
+  // The first 30 s of the padded mel, not the decoder's zero-padded window.
+  source.encode(mel_window(mel, 0, kChunkFrames));
+  return detect_language(source, tokenizer).code;
+}
+
+void check_transcribe_input(const Tensor& mel, int n_mels, const TranscribeOptions& o) {
+  check_arg(mel.dtype() == DType::f32 && mel.ndim() == 2 && mel.dim(0) == n_mels &&
+                mel.dim(1) >= kChunkFrames,
+            "[whisper] transcribe: expected a padded log-mel f32 [" + std::to_string(n_mels) +
+                ", >= 3000], got " + mel.describe());
+  check_options(o);
+}
+
+}  // namespace whisper
+
+TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                                const Tensor& mel, const TranscribeOptions& o) {
+  using namespace whisper;
+  check_transcribe_input(mel, source.n_mels(), o);
+  SeekLoop loop(tokenizer, mel, o, transcript_language(source, tokenizer, mel, o),
+                source.n_text_ctx());
+  while (loop.next_window()) {
+    const DecodingResult result = decode_with_fallback(
+        source, tokenizer, loop.window_mel(), loop.decode_options(), o, loop.window().seek);
+    loop.accept(result, &source);
+  }
+  return loop.finish();
 }
 
 TranscribeResult transcribe(LogitsSource& source, const WhisperTokenizer& tokenizer,

@@ -11,6 +11,7 @@
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/scatter_rows.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/spectral.h"
 #include "engine/ops/transpose.h"
@@ -63,6 +64,7 @@ void scale(const Tensor&, float, Tensor&) { no_cuda("scale"); }
 void unary(UnaryOp op, const Tensor&, Tensor&) { no_cuda(op == UnaryOp::gelu ? "gelu" : "silu"); }
 void convert(const Tensor&, Tensor&) { no_cuda("convert"); }
 void embedding(const Tensor&, const Tensor&, Tensor&) { no_cuda("embedding"); }
+void scatter_rows(const Tensor&, const Tensor&, Tensor&) { no_cuda("scatter_rows"); }
 void matmul(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) { no_cuda("matmul"); }
 void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
   no_cuda("layer_norm");

@@ -1,0 +1,336 @@
+// The decoder side of WhisperBatchSession (batch_session.h): prefill of one slot's initial
+// tokens, and the batched step (one token per listed slot, each at its own position). The
+// math is the decoder's (decoder.cpp; openai/whisper model.py TextDecoder) in the same op
+// order, so a slot's logits equal a WhisperSession's for the same audio and tokens up to the
+// GEMM library's blocking for a different number of rows:
+//   x = token_embedding(token) + positional_embedding[position of its slot]   [n, d]
+//   per block: x += self_attn(ln(x)) over the slot's cached positions (key_mask);
+//              x += cross_attn(ln(x), the slot's audio K/V); x += mlp(ln(x))
+//   logits = ln(x) @ token_embedding^T                                      [n, n_vocab]
+// Every weight is one GEMM over the n rows; the new K/V of all rows go into the caches with
+// one scatter_rows per layer; attention runs per run of consecutive slots.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/scatter_rows.h"
+#include "engine/ops/transpose.h"
+#include "whisper/batch_session.h"
+#include "whisper/encoder.h"
+#include "whisper/model.h"
+
+namespace parley {
+namespace {
+
+// Token (or position) ids on the model's device.
+Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev) {
+  Tensor host = host_pool.alloc({int64_t(ids.size())}, DType::i32);
+  std::memcpy(host.raw(), ids.data(), ids.size_bytes());
+  if (dev == Device::cpu) return host;
+  Tensor out = pool.alloc({int64_t(ids.size())}, DType::i32);
+  out.copy_from(host);
+  return out;
+}
+
+// f32 logits [T, n_vocab] on the CPU of the final hidden states x [T, d]. The GEMM writes f32
+// whatever the weights' dtype, as WhisperSession::decode.
+Tensor final_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
+                    int64_t n_vocab, Device dev) {
+  const int64_t t = x.dim(0);
+  const Tensor out = whisper::layer_norm(pool, x, w.decoder_ln);  // [T, d]
+  const bool direct = dev == Device::cpu;
+  Tensor logits =
+      direct ? host_pool.alloc({t, n_vocab}, DType::f32) : pool.alloc({t, n_vocab}, DType::f32);
+  MatmulOptions opt;
+  opt.trans_b = true;
+  matmul(out, w.token_embedding, logits, opt);
+  if (direct) return logits;
+  Tensor host = host_pool.alloc(logits.shape(), DType::f32);
+  host.copy_from(logits);
+  return host;
+}
+
+void check_tokens(std::span<const int32_t> tokens, int n_vocab, const char* where) {
+  for (int32_t id : tokens) {
+    check_arg(id >= 0 && id < n_vocab, std::string("[whisper] batch ") + where + ": token id " +
+                                           std::to_string(id) + " outside [0, " +
+                                           std::to_string(n_vocab) + ")");
+  }
+}
+
+}  // namespace
+
+Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
+  using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  check_slot(slot, "prefill");
+  check_arg(encoded_[size_t(slot)], "[whisper] batch prefill: slot " + std::to_string(slot) +
+                                        " has no audio; encode first");
+  const int64_t t = int64_t(tokens.size()), d = c.n_text_state, offset = n_cached_[size_t(slot)];
+  const int64_t h = c.n_text_head, dh = d / h, total = offset + t;
+  check_arg(t > 0, "[whisper] batch prefill: no tokens");
+  check_arg(total <= c.n_text_ctx, "[whisper] batch prefill: slot " + std::to_string(slot) + ": " +
+                                       std::to_string(offset) + " cached + " + std::to_string(t) +
+                                       " new tokens exceed the text context of " +
+                                       std::to_string(c.n_text_ctx));
+  check_tokens(tokens, c.n_vocab, "prefill");
+  const DType dt = model_->dtype();
+  const Device dev = model_->device();
+
+  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
+  embedding(w.token_embedding, ids, x);
+  add(x, w.decoder_positions.slice0(offset, total), x);
+
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const DecoderLayerWeights& l = w.decoder_layers[i];
+    LayerCache& lc = cache_[i];
+    {  // causal self-attention over the slot's positions [0, total)
+      const Tensor attn_in = layer_norm(pool_, x, l.self_ln);  // [T, d]
+      const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [T, 3d]
+      Tensor parts = pool_.alloc({3, h, t, dh}, dt);           // q, k, v head-major
+      permute(qkv.reshape({t, 3, h, dh}), {1, 2, 0, 3}, parts);
+      write_positions(lc.self_k, slot, offset, parts.slice0(1, 2).reshape({h, t, dh}));
+      write_positions(lc.self_v, slot, offset, parts.slice0(2, 3).reshape({h, t, dh}));
+      // The slot's cached prefix, contiguous [1, H, total, dh] (once per window).
+      Tensor k = pool_.alloc({1, h, total, dh}, dt);
+      Tensor v = pool_.alloc({1, h, total, dh}, dt);
+      const int64_t n_ctx = c.n_text_ctx;
+      for (int64_t j = 0; j < h; ++j) {
+        const int64_t at = (int64_t(slot) * h + j) * n_ctx;
+        k.reshape({h * total, dh})
+            .slice0(j * total, (j + 1) * total)
+            .copy_from(lc.self_k.reshape({-1, dh}).slice0(at, at + total));
+        v.reshape({h * total, dh})
+            .slice0(j * total, (j + 1) * total)
+            .copy_from(lc.self_v.reshape({-1, dh}).slice0(at, at + total));
+      }
+      const Tensor q = parts.slice0(0, 1);  // [1, H, T, dh]
+      Tensor attn = pool_.alloc(q.shape(), dt);
+      AttentionOptions opt;
+      opt.causal = true;
+      attention(q, k, v, attn, opt);
+      const Tensor merged = merge_heads(pool_, attn);  // [T, d]
+      linear_residual(merged, l.self_out, x);
+    }
+    {  // cross-attention over the slot's audio
+      const Tensor attn_in = layer_norm(pool_, x, l.cross_ln);  // [T, d]
+      const Tensor q_tok = linear(pool_, attn_in, l.cross_q);   // [T, d]
+      Tensor q = pool_.alloc({1, h, t, dh}, dt);
+      permute(q_tok.reshape({1, t, h, dh}), {0, 2, 1, 3}, q);
+      const int64_t n_audio = c.n_audio_ctx;
+      const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
+      Tensor attn = pool_.alloc(q.shape(), dt);
+      attention(q, kv.slice0(slot, slot + 1), kv.slice0(n_slots_ + slot, n_slots_ + slot + 1),
+                attn);
+      const Tensor merged = merge_heads(pool_, attn);  // [T, d]
+      linear_residual(merged, l.cross_out, x);
+    }
+    mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
+  }
+  std::memset(mask_host_.data<int8_t>() + int64_t(slot) * c.n_text_ctx + offset, 1, size_t(t));
+  n_cached_[size_t(slot)] = int(total);
+  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+}
+
+void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
+  runs_.clear();
+  for (size_t r = 0; r < slots.size(); ++r) {
+    if (r > 0 && slots[r] == slots[r - 1] + 1)
+      runs_.back().second = int64_t(r) + 1;
+    else
+      runs_.emplace_back(int64_t(r), int64_t(r) + 1);
+  }
+}
+
+Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
+                                          std::span<const int32_t> tokens) {
+  using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  check_arg(n >= 1, "[whisper] batch prefill: no slots");
+  check_arg(tokens.size() % slots.size() == 0 && !tokens.empty(),
+            "[whisper] batch prefill: " + std::to_string(tokens.size()) +
+                " tokens are not the same positive number for each of " + std::to_string(n) +
+                " slots");
+  const int64_t t = int64_t(tokens.size()) / n, n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+  check_arg(t <= n_ctx, "[whisper] batch prefill: " + std::to_string(t) +
+                            " tokens exceed the text context of " + std::to_string(n_ctx));
+  check_tokens(tokens, c.n_vocab, "prefill");
+  for (int32_t s : slots) {
+    check_slot(s, "prefill");
+    check_arg(encoded_[size_t(s)],
+              "[whisper] batch prefill: slot " + std::to_string(s) + " has no audio; encode first");
+    check_arg(n_cached_[size_t(s)] == 0, "[whisper] batch prefill: slot " + std::to_string(s) +
+                                             " has cached tokens; prefill_batch takes fresh slots");
+    check_arg(std::count(slots.begin(), slots.end(), s) == 1,
+              "[whisper] batch prefill: slot " + std::to_string(s) + " listed twice");
+  }
+  find_runs(slots);
+  const DType dt = model_->dtype();
+  const Device dev = model_->device();
+
+  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  Tensor x = pool_.alloc({n * t, d}, dt);  // [n * T, d]
+  embedding(w.token_embedding, ids, x);
+  Tensor x_3d = x.reshape({n, t, d});
+  add(x_3d, w.decoder_positions.slice0(0, t), x_3d);  // every slot from position 0
+  std::vector<int32_t> rows(size_t(n * h * t));       // cache rows of the new K/V
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < h; ++j)
+      for (int64_t i = 0; i < t; ++i)
+        rows[size_t((r * h + j) * t + i)] = int32_t((slots[size_t(r)] * h + j) * n_ctx + i);
+  const Tensor kv_ids = ids_on_device(pool_, host_pool_, rows, dev);
+
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const DecoderLayerWeights& l = w.decoder_layers[i];
+    LayerCache& lc = cache_[i];
+    {  // causal self-attention: with nothing cached the keys are this pass's own
+      const Tensor attn_in = layer_norm(pool_, x, l.self_ln);  // [n * T, d]
+      const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [n * T, 3d]
+      Tensor parts = pool_.alloc({3, n, h, t, dh}, dt);        // q, k, v head-major
+      permute(qkv.reshape({n, t, 3, h, dh}), {2, 0, 3, 1, 4}, parts);
+      Tensor k_rows = lc.self_k.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      Tensor v_rows = lc.self_v.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      scatter_rows(parts.slice0(1, 2).reshape({n * h * t, dh}), kv_ids, k_rows);
+      scatter_rows(parts.slice0(2, 3).reshape({n * h * t, dh}), kv_ids, v_rows);
+      Tensor attn = pool_.alloc({n, h, t, dh}, dt);
+      AttentionOptions opt;
+      opt.causal = true;
+      attention(parts.slice0(0, 1).reshape({n, h, t, dh}),
+                parts.slice0(1, 2).reshape({n, h, t, dh}),
+                parts.slice0(2, 3).reshape({n, h, t, dh}), attn, opt);
+      Tensor merged = pool_.alloc({n * t, d}, dt);
+      Tensor merged_4d = merged.reshape({n, t, h, dh});
+      permute(attn, {0, 2, 1, 3}, merged_4d);
+      linear_residual(merged, l.self_out, x);
+    }
+    {  // cross-attention, each slot over its own audio
+      const Tensor attn_in = layer_norm(pool_, x, l.cross_ln);  // [n * T, d]
+      const Tensor q_tok = linear(pool_, attn_in, l.cross_q);   // [n * T, d]
+      Tensor q = pool_.alloc({n, h, t, dh}, dt);
+      permute(q_tok.reshape({n, t, h, dh}), {0, 2, 1, 3}, q);
+      const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
+      Tensor attn = pool_.alloc({n, h, t, dh}, dt);
+      for (const auto& [begin, end] : runs_) {
+        const int64_t s0 = slots[size_t(begin)], len = end - begin;
+        Tensor out = attn.slice0(begin, end);
+        attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
+                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out);
+      }
+      Tensor merged = pool_.alloc({n * t, d}, dt);
+      Tensor merged_4d = merged.reshape({n, t, h, dh});
+      permute(attn, {0, 2, 1, 3}, merged_4d);
+      linear_residual(merged, l.cross_out, x);
+    }
+    mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
+  }
+  for (int32_t s : slots) {
+    std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(t));
+    n_cached_[size_t(s)] = int(t);
+  }
+  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+}
+
+Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+  using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  check_arg(n >= 1, "[whisper] batch step: no slots");
+  check_arg(tokens.size() == slots.size(),
+            "[whisper] batch step: " + std::to_string(tokens.size()) + " tokens for " +
+                std::to_string(n) + " slots");
+  check_tokens(tokens, c.n_vocab, "step");
+  positions_.clear();
+  for (int32_t s : slots) {
+    check_slot(s, "step");
+    check_arg(encoded_[size_t(s)],
+              "[whisper] batch step: slot " + std::to_string(s) + " has no audio; encode first");
+    check_arg(n_cached_[size_t(s)] < c.n_text_ctx,
+              "[whisper] batch step: slot " + std::to_string(s) + ": the text context of " +
+                  std::to_string(c.n_text_ctx) + " is full");
+    check_arg(std::count(slots.begin(), slots.end(), s) == 1,
+              "[whisper] batch step: slot " + std::to_string(s) + " listed twice");
+    positions_.push_back(n_cached_[size_t(s)]);
+  }
+  find_runs(slots);  // runs of consecutive ascending slots share one attention call
+  const DType dt = model_->dtype();
+  const Device dev = model_->device();
+  const int64_t n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+
+  // This step's positions join the mask before the layers read it.
+  for (int64_t r = 0; r < n; ++r)
+    mask_host_.data<int8_t>()[int64_t(slots[size_t(r)]) * n_ctx + positions_[size_t(r)]] = 1;
+  sync_mask();
+
+  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  const Tensor pos_ids = ids_on_device(pool_, host_pool_, positions_, dev);
+  kv_rows_.clear();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < h; ++j)
+      kv_rows_.push_back(int32_t((slots[size_t(r)] * h + j) * n_ctx + positions_[size_t(r)]));
+  }
+  const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows_, dev);
+  Tensor x = pool_.alloc({n, d}, dt);  // [n, d], row r at its slot's next position
+  embedding(w.token_embedding, ids, x);
+  Tensor pos = pool_.alloc({n, d}, dt);
+  embedding(w.decoder_positions, pos_ids, pos);
+  add(x, pos, x);
+
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const DecoderLayerWeights& l = w.decoder_layers[i];
+    LayerCache& lc = cache_[i];
+    {  // self-attention, row r over its slot's positions [0, positions_[r]]
+      const Tensor attn_in = layer_norm(pool_, x, l.self_ln);  // [n, d]
+      const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [n, 3d]
+      Tensor parts = pool_.alloc({3, n, h, dh}, dt);           // q, k, v
+      permute(qkv.reshape({n, 3, h, dh}), {1, 0, 2, 3}, parts);
+      // Row r's K/V of head j go to row (slot * H + j) * n_ctx + position of the cache.
+      Tensor k_rows = lc.self_k.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      Tensor v_rows = lc.self_v.reshape({int64_t(n_slots_) * h * n_ctx, dh});
+      scatter_rows(parts.slice0(1, 2).reshape({n * h, dh}), kv_ids, k_rows);
+      scatter_rows(parts.slice0(2, 3).reshape({n * h, dh}), kv_ids, v_rows);
+      const Tensor q = parts.slice0(0, 1).reshape({n, h, 1, dh});
+      Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
+      for (const auto& [begin, end] : runs_) {
+        const int64_t s0 = slots[size_t(begin)], s1 = s0 + (end - begin);
+        const Tensor mask = mask_dev_.slice0(s0, s1);  // [len, n_ctx]
+        AttentionOptions opt;
+        opt.key_mask = &mask;
+        Tensor out = attn.slice0(begin, end);
+        attention(q.slice0(begin, end), lc.self_k.slice0(s0, s1), lc.self_v.slice0(s0, s1), out,
+                  opt);
+      }
+      linear_residual(attn.reshape({n, d}), l.self_out, x);  // [n, H, 1, dh] is [n, d]
+    }
+    {  // cross-attention, row r over its slot's audio
+      const Tensor attn_in = layer_norm(pool_, x, l.cross_ln);  // [n, d]
+      const Tensor q_tok = linear(pool_, attn_in, l.cross_q);   // [n, d]
+      const Tensor q = q_tok.reshape({n, h, 1, dh});
+      const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
+      Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
+      for (const auto& [begin, end] : runs_) {
+        const int64_t s0 = slots[size_t(begin)], len = end - begin;
+        Tensor out = attn.slice0(begin, end);
+        attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
+                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out);
+      }
+      linear_residual(attn.reshape({n, d}), l.cross_out, x);
+    }
+    mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
+  }
+  for (int32_t s : slots) ++n_cached_[size_t(s)];
+  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+}
+
+}  // namespace parley

@@ -1,0 +1,125 @@
+// WhisperBatchSession's state and its batched encoder call. The decoder side (prefill, step)
+// is in batch_decoder.cpp.
+#include "whisper/batch_session.h"
+
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/ops/transpose.h"
+#include "whisper/encoder.h"
+#include "whisper/model.h"
+
+namespace parley {
+
+WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> model, int n_slots)
+    : model_(std::move(model)),
+      n_slots_(n_slots),
+      pool_(model_ ? model_->device() : Device::cpu),
+      host_pool_(Device::cpu) {
+  check_arg(model_ != nullptr, "[whisper] batch session: null model");
+  check_arg(n_slots >= 1,
+            "[whisper] batch session: n_slots must be >= 1, got " + std::to_string(n_slots));
+  const WhisperConfig& c = model_->config();
+  const int64_t s = n_slots, h = c.n_text_head, dh = c.n_text_state / h;
+  const Device dev = model_->device();
+  const DType dt = model_->dtype();
+  // The self-attention caches are zeroed, so the positions key_mask leaves out always hold
+  // finite values (a kernel that weighs them by 0 then adds 0). A slot's cross K/V is written
+  // by encode before anything reads it.
+  cache_.resize(size_t(c.n_text_layer));
+  for (LayerCache& l : cache_) {
+    l.self_k = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
+    l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
+    l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
+  }
+  mask_host_ = Tensor::zeros({s, c.n_text_ctx}, DType::i8);
+  mask_dev_ = dev == Device::cpu ? mask_host_ : Tensor::zeros({s, c.n_text_ctx}, DType::i8, dev);
+  n_cached_.assign(size_t(n_slots), 0);
+  encoded_.assign(size_t(n_slots), 0);
+  positions_.reserve(size_t(n_slots));
+  kv_rows_.reserve(size_t(n_slots) * size_t(c.n_text_head));
+  runs_.reserve(size_t(n_slots));
+}
+
+void WhisperBatchSession::check_slot(int slot, const char* where) const {
+  check_arg(slot >= 0 && slot < n_slots_, std::string("[whisper] batch ") + where + ": slot " +
+                                              std::to_string(slot) + " outside [0, " +
+                                              std::to_string(n_slots_) + ")");
+}
+
+int WhisperBatchSession::n_cached(int slot) const {
+  check_slot(slot, "n_cached");
+  return n_cached_[size_t(slot)];
+}
+
+void WhisperBatchSession::reset(int slot) {
+  check_slot(slot, "reset");
+  const int64_t n_ctx = mask_host_.dim(1);
+  std::memset(mask_host_.data<int8_t>() + slot * n_ctx, 0, size_t(n_ctx));
+  n_cached_[size_t(slot)] = 0;
+}
+
+void WhisperBatchSession::sync_mask() {
+  if (mask_dev_.raw() != mask_host_.raw()) mask_dev_.copy_from(mask_host_);
+}
+
+void WhisperBatchSession::write_positions(Tensor& cache, int slot, int64_t pos,
+                                          const Tensor& src_heads) {
+  // cache [S, H, n_ctx, dh]; src_heads [H, T, dh]: one contiguous copy per head.
+  const int64_t h = cache.dim(1), n_ctx = cache.dim(2), dh = cache.dim(3);
+  const int64_t t = src_heads.dim(1);
+  const Tensor rows = cache.reshape({cache.dim(0) * h * n_ctx, dh});
+  for (int64_t i = 0; i < h; ++i) {
+    const int64_t at = (int64_t(slot) * h + i) * n_ctx + pos;
+    Tensor dst = rows.slice0(at, at + t);
+    dst.copy_from(src_heads.slice0(i, i + 1).reshape({t, dh}));
+  }
+}
+
+void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& mels) {
+  using namespace whisper;
+  g_encoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t n = int64_t(slots.size()), frames = 2 * int64_t(c.n_audio_ctx);
+  check_arg(n >= 1, "[whisper] batch encode: no slots");
+  check_arg(mels.ndim() == 3 && mels.dim(0) == n && mels.dim(1) == c.n_mels &&
+                mels.dim(2) == frames && is_float(mels.dtype()),
+            "[whisper] batch encode: mels " + mels.describe() + ", expected f32[" +
+                std::to_string(n) + ", " + std::to_string(c.n_mels) + ", " +
+                std::to_string(frames) + "]");
+  std::vector<char> seen(size_t(n_slots_), 0);
+  for (int32_t s : slots) {
+    check_slot(s, "encode");
+    check_arg(!seen[size_t(s)],
+              "[whisper] batch encode: slot " + std::to_string(s) + " listed twice");
+    seen[size_t(s)] = 1;
+  }
+  const int64_t n_audio = c.n_audio_ctx, h = c.n_text_head, dh = c.n_text_state / h;
+  Tensor features = pool_.alloc({n * n_audio, c.n_audio_state}, model_->dtype());
+  encoder_forward(pool_, *model_, mels, features);
+
+  // Cross-attention K/V of every window: one GEMM per layer over the batch, then each
+  // window's [2, H, 1500, dh] into its slot.
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const Tensor kv = linear(pool_, features, w.decoder_layers[i].cross_kv);  // [n * 1500, 2d]
+    Tensor heads = pool_.alloc({2, n, h, n_audio, dh}, kv.dtype());
+    permute(kv.reshape({n, n_audio, 2, h, dh}), {2, 0, 3, 1, 4}, heads);  // [2, n, H, 1500, dh]
+    const int64_t per_window = h * n_audio * dh;
+    const Tensor src = heads.reshape({2 * n, per_window});
+    const Tensor dst = cache_[i].cross_kv.reshape({2 * int64_t(n_slots_), per_window});
+    for (int kv_i = 0; kv_i < 2; ++kv_i) {
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t to = kv_i * n_slots_ + slots[size_t(r)];
+        Tensor d = dst.slice0(to, to + 1);
+        d.copy_from(src.slice0(kv_i * n + r, kv_i * n + r + 1));
+      }
+    }
+  }
+  for (int32_t s : slots) {
+    reset(s);
+    encoded_[size_t(s)] = 1;
+  }
+}
+
+}  // namespace parley

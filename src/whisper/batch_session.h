@@ -1,0 +1,89 @@
+// WhisperBatchSession: up to n_slots independent sequences ("slots") over one shared
+// WhisperModel, each with its own audio (cross-attention K/V) and its own self-attention KV
+// cache, decoded together: one encoder call for a batch of windows, one decoder pass per step
+// for one new token of every listed slot, each at its own position (batched transcription,
+// transcribe_batch.h). WhisperSession's fork/decode_rows are the other kind of batch: rows
+// that share one audio (beam search).
+//
+// Layout (per decoder layer, on the model's device, in its dtype):
+//   self_k, self_v [S, H, n_text_ctx, d_head]  head-major, so a step attends over a run of
+//                                              consecutive slots with no copy of the cache;
+//   cross_kv       [2, S, H, n_audio_ctx, d_head]
+//   key_mask       i8 [S, n_text_ctx]: 1 where a slot's position is cached.
+// A step's self-attention runs over all n_text_ctx positions of each slot with key_mask
+// leaving out the ones not cached (the CPU op then gives exactly what an attention over the
+// cached prefix gives); slots listed in consecutive ascending runs share one attention call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/pool.h"
+#include "engine/tensor.h"
+
+namespace parley {
+
+class WhisperModel;
+
+class WhisperBatchSession {
+ public:
+  // Allocates every slot's caches at once; n_slots >= 1.
+  WhisperBatchSession(std::shared_ptr<const WhisperModel> model, int n_slots);
+
+  int n_slots() const { return n_slots_; }
+  const WhisperModel& model() const { return *model_; }
+
+  // mels: f32 (any float) [n, n_mels, 2 * n_audio_ctx] on the CPU or the model's device, one
+  // window per listed slot (distinct ids in [0, n_slots)). One encoder call for all of them;
+  // each slot gets its window's cross-attention K/V and drops its cached tokens.
+  void encode(std::span<const int32_t> slots, const Tensor& mels);
+
+  // The decoder on `tokens` of one slot at positions n_cached(slot) .. + size - 1, appended to
+  // its cache (a window's initial tokens). f32 logits [tokens.size(), n_vocab] on the CPU.
+  Tensor prefill(int slot, std::span<const int32_t> tokens);
+
+  // The initial tokens of several fresh slots (nothing cached since encode or reset), all of
+  // the same length T, in one decoder pass: tokens [n * T], slot slots[i]'s at [i * T,
+  // (i + 1) * T). f32 logits [n * T, n_vocab] on the CPU, in the same order.
+  Tensor prefill_batch(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+
+  // One token per listed slot (distinct, encoded, each with room for one more position), each
+  // at its own next position, in one decoder pass. f32 logits [n, n_vocab] on the CPU, row i
+  // for slots[i].
+  Tensor step(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+
+  // Drops the slot's cached tokens, keeps its audio.
+  void reset(int slot);
+  int n_cached(int slot) const;
+
+ private:
+  struct LayerCache {
+    Tensor self_k;    // [S, H, n_text_ctx, d_head]
+    Tensor self_v;    // [S, H, n_text_ctx, d_head]
+    Tensor cross_kv;  // [2, S, H, n_audio_ctx, d_head]
+  };
+  void check_slot(int slot, const char* where) const;
+  // runs_ of `slots`: [begin, end) index ranges of consecutive ascending slot ids.
+  void find_runs(std::span<const int32_t> slots);
+  // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
+  void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
+  void sync_mask();
+
+  std::shared_ptr<const WhisperModel> model_;
+  int n_slots_ = 0;
+  Pool pool_;       // scratch on the model's device
+  Pool host_pool_;  // logits and ids on the CPU
+  std::vector<LayerCache> cache_;
+  Tensor mask_host_;  // i8 [S, n_text_ctx]
+  Tensor mask_dev_;   // the same on the model's device (== mask_host_ on the CPU)
+  std::vector<int> n_cached_;
+  std::vector<char> encoded_;
+  // Per-step scratch, reused (no growth in the step loop).
+  std::vector<int32_t> positions_;
+  std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)
+  std::vector<std::pair<int64_t, int64_t>> runs_;  // [begin, end) rows of consecutive slots
+};
+
+}  // namespace parley
