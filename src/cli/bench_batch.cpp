@@ -4,7 +4,8 @@
 // (file i is the clips concatenated from clip i mod count on, repeated, cut at S seconds).
 // Two modes:
 //   --forced-tokens K: every 30 s window of every file decodes exactly K greedy tokens (argmax
-//     of the raw logits, no logit filters, no <|endoftext|> stop, no fallback), so the work is
+//     of the raw logits on the device, no logit filters, no <|endoftext|> stop, no fallback;
+//     the log-mel on the model's device too), so the work is
 //     fixed whatever the weights say (random-weight synthetic models); windows of any files
 //     share batches.
 //   otherwise: transcribe_batch with the default temperature ladder (real models), each file's
@@ -22,11 +23,13 @@
 
 #include "audio/decode.h"
 #include "audio/mel.h"
+#include "audio/mel_device.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/load_options.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/ops/spectral.h"
 #include "engine/threadpool.h"
 #include "whisper/batch_session.h"
 #include "whisper/decoding.h"
@@ -99,14 +102,13 @@ RunFigures forced_run(WhisperBatchSession& batch, const WhisperTokenizer& tokeni
   auto t0 = Clock::now();
   std::vector<Tensor> windows;
   for (const auto& s : inputs) {
-    const Tensor mel = log_mel_spectrogram(s, c.n_mels, kChunkSamples);
+    // On the model's device (mel_device.h), as transcribe() computes it.
+    const Tensor mel = log_mel_spectrogram_for(dev, s, c.n_mels, kChunkSamples);
     const int64_t content = mel.dim(1) - kChunkFrames;
     for (int64_t seek = 0; seek < content; seek += kChunkFrames) {
       if (max_windows >= 0 && int64_t(windows.size()) >= max_windows) break;
-      Tensor w = Tensor::empty({c.n_mels, kChunkFrames}, DType::f32);
-      for (int64_t m = 0; m < c.n_mels; ++m)
-        std::memcpy(w.data<float>() + m * kChunkFrames, mel.data<float>() + m * mel.dim(1) + seek,
-                    size_t(kChunkFrames) * sizeof(float));
+      Tensor w = Tensor::empty({c.n_mels, kChunkFrames}, DType::f32, dev);
+      copy_columns(mel, seek, kChunkFrames, w);
       windows.push_back(std::move(w));
     }
   }
@@ -117,17 +119,15 @@ RunFigures forced_run(WhisperBatchSession& batch, const WhisperTokenizer& tokeni
   check_arg(int(initial.size()) + opt.forced_tokens <= c.n_text_ctx,
             "[bench] --forced-tokens " + std::to_string(opt.forced_tokens) +
                 " does not fit the decoder's " + std::to_string(c.n_text_ctx) + " positions");
-  const int64_t frames = int64_t(c.n_mels) * kChunkFrames;
   std::vector<int32_t> slots, next;
   for (size_t b0 = 0; b0 < windows.size(); b0 += size_t(opt.batch_size)) {
     const int64_t n = std::min<int64_t>(opt.batch_size, int64_t(windows.size() - b0));
-    Tensor mels = Tensor::empty({n, c.n_mels, kChunkFrames}, DType::f32);
+    Tensor mels = Tensor::empty({n, c.n_mels, kChunkFrames}, DType::f32, dev);
     slots.resize(size_t(n));
     next.resize(size_t(n));
     for (int64_t i = 0; i < n; ++i) {
       slots[size_t(i)] = int32_t(i);
-      std::memcpy(mels.data<float>() + i * frames, windows[b0 + size_t(i)].data<float>(),
-                  size_t(frames) * sizeof(float));
+      mels.slice0(i, i + 1).reshape({c.n_mels, kChunkFrames}).copy_from(windows[b0 + size_t(i)]);
     }
     sync(dev);
     t0 = Clock::now();
@@ -145,12 +145,7 @@ RunFigures forced_run(WhisperBatchSession& batch, const WhisperTokenizer& tokeni
       next[size_t(i)] = int32_t(std::max_element(row, row + n_vocab) - row);
     }
     for (int k = 1; k < opt.forced_tokens; ++k) {
-      const Tensor logits = batch.step(slots, next);
-      const int64_t n_vocab = logits.dim(1);
-      for (int64_t r = 0; r < n; ++r) {
-        const float* row = logits.data<float>() + r * n_vocab;
-        next[size_t(r)] = int32_t(std::max_element(row, row + n_vocab) - row);
-      }
+      next = batch.step_argmax(slots, next);  // on the device: n ids cross to the host
       fig.steps += 1;
     }
     fig.decode_ms += ms_since(t0);

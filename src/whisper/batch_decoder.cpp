@@ -17,6 +17,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
 #include "engine/ops/scatter_rows.h"
 #include "engine/ops/transpose.h"
 #include "whisper/batch_session.h"
@@ -38,17 +39,23 @@ Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, 
 
 // f32 logits [T, n_vocab] on the CPU of the final hidden states x [T, d]. The GEMM writes f32
 // whatever the weights' dtype, as WhisperSession::decode.
-Tensor final_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
-                    int64_t n_vocab, Device dev) {
+// f32 logits [T, n_vocab] of the final hidden states x [T, d], on the model's device (the
+// GEMM writes f32 whatever the weights' dtype: 16-bit logits would flip argmaxes).
+Tensor device_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
+                     int64_t n_vocab, Device dev) {
   const int64_t t = x.dim(0);
   const Tensor out = whisper::layer_norm(pool, x, w.decoder_ln);  // [T, d]
-  const bool direct = dev == Device::cpu;
-  Tensor logits =
-      direct ? host_pool.alloc({t, n_vocab}, DType::f32) : pool.alloc({t, n_vocab}, DType::f32);
+  Tensor logits = dev == Device::cpu ? host_pool.alloc({t, n_vocab}, DType::f32)
+                                     : pool.alloc({t, n_vocab}, DType::f32);
   MatmulOptions opt;
   opt.trans_b = true;
   matmul(out, w.token_embedding, logits, opt);
-  if (direct) return logits;
+  return logits;
+}
+
+// `logits` on the CPU (itself when it is there already).
+Tensor host_logits(Pool& host_pool, const Tensor& logits) {
+  if (!logits.is_cuda()) return logits;
   Tensor host = host_pool.alloc(logits.shape(), DType::f32);
   host.copy_from(logits);
   return host;
@@ -136,7 +143,7 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
   }
   std::memset(mask_host_.data<int8_t>() + int64_t(slot) * c.n_text_ctx + offset, 1, size_t(t));
   n_cached_[size_t(slot)] = int(total);
-  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+  return host_logits(host_pool_, device_logits(pool_, host_pool_, x, w, c.n_vocab, dev));
 }
 
 void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
@@ -237,10 +244,11 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
     std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(t));
     n_cached_[size_t(s)] = int(t);
   }
-  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+  return host_logits(host_pool_, device_logits(pool_, host_pool_, x, w, c.n_vocab, dev));
 }
 
-Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
+                                           std::span<const int32_t> tokens) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
@@ -330,7 +338,32 @@ Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const
     mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
   }
   for (int32_t s : slots) ++n_cached_[size_t(s)];
-  return final_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+  return device_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+}
+
+}  // namespace parley
+
+namespace parley {
+
+Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
+  return host_logits(host_pool_, step_on_device(slots, tokens));
+}
+
+const std::vector<int32_t>& WhisperBatchSession::step_argmax(std::span<const int32_t> slots,
+                                                             std::span<const int32_t> tokens) {
+  const Tensor logits = step_on_device(slots, tokens);
+  const int64_t n = logits.dim(0);
+  Tensor ids = model_->device() == Device::cpu ? host_pool_.alloc({n}, DType::i32)
+                                               : pool_.alloc({n}, DType::i32);
+  argmax(logits, ids);
+  argmax_.resize(size_t(n));
+  if (ids.is_cuda()) {
+    Tensor host = host_pool_.alloc({n}, DType::i32);
+    host.copy_from(ids);
+    ids = host;
+  }
+  std::memcpy(argmax_.data(), ids.data<int32_t>(), size_t(n) * sizeof(int32_t));
+  return argmax_;
 }
 
 }  // namespace parley

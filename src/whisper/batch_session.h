@@ -53,6 +53,11 @@ class WhisperBatchSession {
   // at its own next position, in one decoder pass. f32 logits [n, n_vocab] on the CPU, row i
   // for slots[i].
   Tensor step(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+  // step() without filters, greedy: the argmax of each row's logits computed on the model's
+  // device, so only n token ids cross to the host (the forced benchmark; ties: lowest id).
+  // Valid until the next call.
+  const std::vector<int32_t>& step_argmax(std::span<const int32_t> slots,
+                                          std::span<const int32_t> tokens);
 
   // Drops the slot's cached tokens, keeps its audio.
   void reset(int slot);
@@ -70,6 +75,8 @@ class WhisperBatchSession {
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
   void sync_mask();
+  // step()'s forward pass: f32 logits [n, n_vocab] on the model's device (scratch).
+  Tensor step_on_device(std::span<const int32_t> slots, std::span<const int32_t> tokens);
 
   std::shared_ptr<const WhisperModel> model_;
   int n_slots_ = 0;
@@ -84,6 +91,7 @@ class WhisperBatchSession {
   std::vector<int32_t> positions_;
   std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)
   std::vector<std::pair<int64_t, int64_t>> runs_;  // [begin, end) rows of consecutive slots
+  std::vector<int32_t> argmax_;                    // step_argmax's result
 };
 
 }  // namespace parley

@@ -175,6 +175,52 @@ TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
                Error);
 }
 
+// step_argmax (the argmax of each row on the model's device) picks what the argmax of
+// step()'s host logits picks, and both advance the slots alike.
+TEST(WhisperBatchSession, StepArgmaxEqualsArgmaxOfStepLogits) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  const int n_mels = model->config().n_mels;
+  const auto& tok = english();
+  const std::vector<Tensor> windows = {first_window(audio("jfk.wav"), n_mels),
+                                       first_window(audio("english.wav"), n_mels)};
+  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
+  for (int i = 0; i < 2; ++i)
+    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
+                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  const std::vector<int32_t> slots = {0, 1};
+  WhisperBatchSession by_logits(model, 2), by_argmax(model, 2);
+  const std::vector<int32_t> initial = {tok.sot(), tok.no_timestamps()};
+  std::vector<int32_t> all = initial;
+  all.insert(all.end(), initial.begin(), initial.end());
+  std::vector<int32_t> a, b;
+  for (WhisperBatchSession* s : {&by_logits, &by_argmax}) {
+    s->encode(slots, mels);
+    const Tensor first = s->prefill_batch(slots, all);
+    const int64_t v = first.dim(1);
+    auto& next = s == &by_logits ? a : b;
+    for (int i = 0; i < 2; ++i) {
+      const float* row = first.data<float>() + (2 * i + 1) * v;
+      next.push_back(int32_t(std::max_element(row, row + v) - row));
+    }
+  }
+  std::vector<int32_t> picked;
+  for (int k = 0; k < 12; ++k) {
+    const Tensor logits = by_logits.step(slots, a);
+    const int64_t v = logits.dim(1);
+    for (int r = 0; r < 2; ++r) {
+      const float* row = logits.data<float>() + r * v;
+      a[size_t(r)] = int32_t(std::max_element(row, row + v) - row);
+    }
+    b = by_argmax.step_argmax(slots, b);
+    ASSERT_EQ(a, b) << "step " << k;
+    picked.insert(picked.end(), a.begin(), a.end());
+  }
+  EXPECT_EQ(by_argmax.n_cached(0), 14);
+  // The two windows say different things: the rows are not one row repeated.
+  EXPECT_NE(picked[0], picked[1]);
+}
+
 TEST(WhisperBatchSession, BadArgumentsAreClearErrors) {
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();

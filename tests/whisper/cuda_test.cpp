@@ -335,8 +335,12 @@ TEST(WhisperCuda, TranscribeBatchMatchesCpuPerFile) {
   const auto cpu_model = WhisperModel::load(kModelDir);
   const WhisperTokenizer tok = load_tokenizer(*cpu_model);
   std::vector<std::vector<float>> samples;
-  for (const char* name : {"jfk.wav", "english.wav", "silero_test.wav"})
+  // WAV only: the GPU machine's build may lack FFmpeg. jfk three times: a window at seek > 0.
+  for (const char* name : {"jfk.wav", "silero_test.wav"})
     samples.push_back(load_audio(kData + "/audio/" + name));
+  std::vector<float> thrice;
+  for (int i = 0; i < 3; ++i) thrice.insert(thrice.end(), samples[0].begin(), samples[0].end());
+  samples.push_back(std::move(thrice));
   samples.push_back(std::vector<float>(16000 * 5, 0.0f));  // silence
   TranscribeOptions o;
   o.temperatures = {0.0f};
