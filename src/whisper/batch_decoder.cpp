@@ -37,8 +37,6 @@ Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, 
   return out;
 }
 
-// f32 logits [T, n_vocab] on the CPU of the final hidden states x [T, d]. The GEMM writes f32
-// whatever the weights' dtype, as WhisperSession::decode.
 // f32 logits [T, n_vocab] of the final hidden states x [T, d], on the model's device (the
 // GEMM writes f32 whatever the weights' dtype: 16-bit logits would flip argmaxes).
 Tensor device_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
@@ -61,6 +59,28 @@ Tensor host_logits(Pool& host_pool, const Tensor& logits) {
   return host;
 }
 
+// The rows of x [n * T, d] whose logits a prefill returns: for each of the n sequences the
+// positions `rows` of its T (all of them when `rows` is empty), as [n * rows.size(), d].
+Tensor selected_rows(Pool& pool, Pool& host_pool, const Tensor& x, int64_t n, int64_t t,
+                     std::span<const int64_t> rows, Device dev) {
+  if (rows.empty()) return x;
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(n) * rows.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r : rows) ids.push_back(int32_t(i * t + r));
+  Tensor out = pool.alloc({int64_t(ids.size()), x.dim(1)}, x.dtype());
+  embedding(x, ids_on_device(pool, host_pool, ids, dev), out);  // a row gather
+  return out;
+}
+
+// Checked before the pass, so a bad row changes no cache.
+void check_rows(std::span<const int64_t> rows, int64_t t) {
+  for (int64_t r : rows) {
+    check_arg(r >= 0 && r < t, "[whisper] batch prefill: logits row " + std::to_string(r) +
+                                   " outside [0, " + std::to_string(t) + ")");
+  }
+}
+
 void check_tokens(std::span<const int32_t> tokens, int n_vocab, const char* where) {
   for (int32_t id : tokens) {
     check_arg(id >= 0 && id < n_vocab, std::string("[whisper] batch ") + where + ": token id " +
@@ -71,7 +91,8 @@ void check_tokens(std::span<const int32_t> tokens, int n_vocab, const char* wher
 
 }  // namespace
 
-Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
+Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
+                                    std::span<const int64_t> rows) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
@@ -87,6 +108,7 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
                                        " new tokens exceed the text context of " +
                                        std::to_string(c.n_text_ctx));
   check_tokens(tokens, c.n_vocab, "prefill");
+  check_rows(rows, t);
   const DType dt = model_->dtype();
   const Device dev = model_->device();
 
@@ -143,7 +165,8 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens) {
   }
   std::memset(mask_host_.data<int8_t>() + int64_t(slot) * c.n_text_ctx + offset, 1, size_t(t));
   n_cached_[size_t(slot)] = int(total);
-  return host_logits(host_pool_, device_logits(pool_, host_pool_, x, w, c.n_vocab, dev));
+  const Tensor out = selected_rows(pool_, host_pool_, x, 1, t, rows, dev);
+  return host_logits(host_pool_, device_logits(pool_, host_pool_, out, w, c.n_vocab, dev));
 }
 
 void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
@@ -157,7 +180,8 @@ void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
 }
 
 Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
-                                          std::span<const int32_t> tokens) {
+                                          std::span<const int32_t> tokens,
+                                          std::span<const int64_t> rows) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
@@ -172,6 +196,7 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
   check_arg(t <= n_ctx, "[whisper] batch prefill: " + std::to_string(t) +
                             " tokens exceed the text context of " + std::to_string(n_ctx));
   check_tokens(tokens, c.n_vocab, "prefill");
+  check_rows(rows, t);
   for (int32_t s : slots) {
     check_slot(s, "prefill");
     check_arg(encoded_[size_t(s)],
@@ -190,12 +215,12 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
   embedding(w.token_embedding, ids, x);
   Tensor x_3d = x.reshape({n, t, d});
   add(x_3d, w.decoder_positions.slice0(0, t), x_3d);  // every slot from position 0
-  std::vector<int32_t> rows(size_t(n * h * t));       // cache rows of the new K/V
+  std::vector<int32_t> kv_rows(size_t(n * h * t));    // cache rows of the new K/V
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < h; ++j)
       for (int64_t i = 0; i < t; ++i)
-        rows[size_t((r * h + j) * t + i)] = int32_t((slots[size_t(r)] * h + j) * n_ctx + i);
-  const Tensor kv_ids = ids_on_device(pool_, host_pool_, rows, dev);
+        kv_rows[size_t((r * h + j) * t + i)] = int32_t((slots[size_t(r)] * h + j) * n_ctx + i);
+  const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows, dev);
 
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& l = w.decoder_layers[i];
@@ -244,7 +269,8 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
     std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(t));
     n_cached_[size_t(s)] = int(t);
   }
-  return host_logits(host_pool_, device_logits(pool_, host_pool_, x, w, c.n_vocab, dev));
+  const Tensor out = selected_rows(pool_, host_pool_, x, n, t, rows, dev);
+  return host_logits(host_pool_, device_logits(pool_, host_pool_, out, w, c.n_vocab, dev));
 }
 
 Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,

@@ -41,13 +41,18 @@ class WhisperBatchSession {
   void encode(std::span<const int32_t> slots, const Tensor& mels);
 
   // The decoder on `tokens` of one slot at positions n_cached(slot) .. + size - 1, appended to
-  // its cache (a window's initial tokens). f32 logits [tokens.size(), n_vocab] on the CPU.
-  Tensor prefill(int slot, std::span<const int32_t> tokens);
+  // its cache (a window's initial tokens). f32 logits on the CPU of the positions `rows`
+  // (indices into tokens, in order; empty: all), [rows.size() or tokens.size(), n_vocab]: a
+  // window needs two of its initial tokens' (no_speech_prob at <|startoftranscript|>, the first
+  // token after the last), and all of them would be 207 KB per token to the host.
+  Tensor prefill(int slot, std::span<const int32_t> tokens, std::span<const int64_t> rows = {});
 
   // The initial tokens of several fresh slots (nothing cached since encode or reset), all of
   // the same length T, in one decoder pass: tokens [n * T], slot slots[i]'s at [i * T,
-  // (i + 1) * T). f32 logits [n * T, n_vocab] on the CPU, in the same order.
-  Tensor prefill_batch(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+  // (i + 1) * T). f32 logits on the CPU of each slot's positions `rows` (as prefill; empty:
+  // all T), [n * rows.size() or n * T, n_vocab], slot by slot in the same order.
+  Tensor prefill_batch(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                       std::span<const int64_t> rows = {});
 
   // One token per listed slot (distinct, encoded, each with room for one more position), each
   // at its own next position, in one decoder pass. f32 logits [n, n_vocab] on the CPU, row i

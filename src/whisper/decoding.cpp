@@ -243,9 +243,12 @@ WindowPlan plan_window(const WhisperTokenizer& tokenizer, const DecodingOptions&
 }
 
 // P(<|nospeech|>) at the <|startoftranscript|> position of the initial tokens' logits.
-float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokenizer& tokenizer) {
-  const auto at_sot = row_of(logits, sot_index);
+float no_speech_prob_at(std::span<const float> at_sot, const WhisperTokenizer& tokenizer) {
   return float(std::exp(double(at_sot[size_t(tokenizer.no_speech())]) - logsumexp(at_sot)));
+}
+
+float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokenizer& tokenizer) {
+  return no_speech_prob_at(row_of(logits, sot_index), tokenizer);
 }
 
 // Cuts each candidate at its first <|endoftext|>, ranks them (MaximumLikelihoodRanker) and
@@ -304,11 +307,20 @@ WindowSearch& WindowSearch::operator=(WindowSearch&&) noexcept = default;
 const std::vector<int32_t>& WindowSearch::initial_tokens() const { return s_->plan.initial; }
 
 void WindowSearch::first(const Tensor& logits) {
-  check_arg(s_->step == 0 && !s_->done, "[whisper] WindowSearch::first: already started");
   check_logits(logits, int64_t(s_->plan.initial.size()), s_->tokenizer.n_vocab());
-  s_->result.no_speech_prob = no_speech_prob_of(logits, s_->plan.sot_index, s_->tokenizer);
-  next(row_of(logits, logits.dim(0) - 1));
+  first(row_of(logits, s_->plan.sot_index), row_of(logits, logits.dim(0) - 1));
 }
+
+void WindowSearch::first(std::span<const float> at_sot, std::span<const float> last) {
+  check_arg(s_->step == 0 && !s_->done, "[whisper] WindowSearch::first: already started");
+  check_arg(int64_t(at_sot.size()) == s_->tokenizer.n_vocab(),
+            "[whisper] WindowSearch::first: " + std::to_string(at_sot.size()) +
+                " logits, expected " + std::to_string(s_->tokenizer.n_vocab()));
+  s_->result.no_speech_prob = no_speech_prob_at(at_sot, s_->tokenizer);
+  next(last);
+}
+
+int WindowSearch::sot_index() const { return s_->plan.sot_index; }
 
 void WindowSearch::next(std::span<const float> logits) {
   State& s = *s_;

@@ -188,6 +188,10 @@ class WindowSearch {
   // The logits of the initial tokens, f32 [initial_tokens().size(), n_vocab]: no_speech_prob
   // and the first token.
   void first(const Tensor& logits);
+  // The same from the only two rows it reads: the logits at sot_index() (no_speech_prob) and
+  // at the last initial token (the first token).
+  void first(std::span<const float> at_sot, std::span<const float> last);
+  int sot_index() const;  // the index of <|startoftranscript|> in initial_tokens()
   // The logits of the position after last_token(): the next token.
   void next(std::span<const float> logits);
   bool done() const;

@@ -4,6 +4,7 @@
 #include "whisper/transcribe_batch.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -29,35 +30,36 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// At most this many initial-token rows per batched prefill (its logits are rows x n_vocab
-// f32: 1024 rows of a 51865-token vocabulary are 212 MB).
-constexpr int64_t kPrefillRows = 1024;
+// At most this many initial tokens per batched prefill pass (its activations; only two
+// logits rows per window come back).
+constexpr int64_t kPrefillTokens = 8192;
 
 // Each search's initial tokens into its slot (search i in slot i): windows whose initial
-// tokens have the same length share decoder passes (prefill_batch), the others go alone.
+// tokens have the same length and <|startoftranscript|> index share decoder passes
+// (prefill_batch); only the two logits rows each window reads come back (WindowSearch::first).
 void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
-  std::map<size_t, std::vector<int32_t>> by_length;
+  std::map<std::pair<size_t, int>, std::vector<int32_t>> groups;  // (length, sot index)
   for (size_t i = 0; i < searches.size(); ++i)
-    by_length[searches[i].initial_tokens().size()].push_back(int32_t(i));
+    groups[{searches[i].initial_tokens().size(), searches[i].sot_index()}].push_back(int32_t(i));
   std::vector<int32_t> group, tokens;
-  for (const auto& [t, slots] : by_length) {
-    const size_t per_pass = size_t(std::max<int64_t>(1, kPrefillRows / int64_t(t)));
+  for (const auto& [key, slots] : groups) {
+    const auto [t, sot] = key;
+    const std::array<int64_t, 2> rows = {sot, int64_t(t) - 1};
+    const size_t per_pass = size_t(std::max<int64_t>(1, kPrefillTokens / int64_t(t)));
     for (size_t g0 = 0; g0 < slots.size(); g0 += per_pass) {
       group.assign(slots.begin() + int64_t(g0),
                    slots.begin() + int64_t(std::min(slots.size(), g0 + per_pass)));
-      if (group.size() == 1) {
-        WindowSearch& s = searches[size_t(group[0])];
-        s.first(batch.prefill(group[0], s.initial_tokens()));
-        continue;
-      }
       tokens.clear();
       for (int32_t slot : group) {
         const auto& init = searches[size_t(slot)].initial_tokens();
         tokens.insert(tokens.end(), init.begin(), init.end());
       }
-      const Tensor logits = batch.prefill_batch(group, tokens);
+      const Tensor logits = group.size() == 1 ? batch.prefill(group[0], tokens, rows)
+                                              : batch.prefill_batch(group, tokens, rows);
+      const int64_t v = logits.dim(1);
       for (size_t k = 0; k < group.size(); ++k) {
-        searches[size_t(group[k])].first(logits.slice0(int64_t(k * t), int64_t((k + 1) * t)));
+        const float* at_sot = logits.data<float>() + int64_t(2 * k) * v;
+        searches[size_t(group[k])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
       }
     }
   }
@@ -209,8 +211,8 @@ std::vector<TranscribeResult> transcribe_batch(
   std::vector<Tensor> mels;
   mels.reserve(samples.size());
   for (const auto& s : samples) {
-    mels.push_back(log_mel_spectrogram_for(batch.model().device(), s,
-                                           batch.model().config().n_mels, kChunkSamples));
+    mels.push_back(log_mel_spectrogram_for(batch.model().device(), s, batch.model().config().n_mels,
+                                           kChunkSamples));
   }
   return transcribe_batch(batch, fallback, tokenizer, mels, options, stats, on_file_segment);
 }

@@ -175,6 +175,47 @@ TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
                Error);
 }
 
+// prefill / prefill_batch with `rows` return those rows of the full logits; a bad row
+// is refused before the pass (nothing cached).
+TEST(WhisperBatchSession, PrefillRowsAreThoseRowsOfTheFullLogits) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  const int n_mels = model->config().n_mels;
+  const int64_t v = model->config().n_vocab;
+  const auto& tok = english();
+  const Tensor window = first_window(audio("jfk.wav"), n_mels);
+  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
+  for (int i = 0; i < 2; ++i)
+    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames, window.data<float>(),
+                window.nbytes());
+  const std::vector<int32_t> slots = {0, 1};
+  const std::vector<int32_t> one = {tok.sot_prev(), 400, 401, tok.sot(), tok.timestamp_begin()};
+  const std::vector<int32_t> other = {tok.sot_prev(), 900, 902, tok.sot(), tok.no_timestamps()};
+  std::vector<int32_t> both = one;
+  both.insert(both.end(), other.begin(), other.end());
+  const std::vector<int64_t> rows = {3, 4};
+  WhisperBatchSession full(model, 2), picked(model, 2);
+  full.encode(slots, mels);
+  picked.encode(slots, mels);
+  EXPECT_THROW(picked.prefill_batch(slots, both, std::vector<int64_t>{5}), Error);
+  EXPECT_THROW(picked.prefill(0, one, std::vector<int64_t>{-1}), Error);
+  EXPECT_EQ(picked.n_cached(0), 0);
+  const Tensor all = full.prefill_batch(slots, both);
+  const Tensor two = picked.prefill_batch(slots, both, rows);
+  ASSERT_EQ(two.dim(0), 4);
+  for (int64_t k = 0; k < 4; ++k) {
+    const int64_t src = (k / 2) * 5 + rows[size_t(k % 2)];
+    // The same rows, up to the GEMM's rounding for fewer rows (another kernel).
+    EXPECT_LE(max_abs_diff(two.data<float>() + k * v, all.data<float>() + src * v, v), 1e-4f) << k;
+  }
+  full.reset(0);
+  picked.reset(0);
+  const Tensor a = full.prefill(0, other);
+  const Tensor b = picked.prefill(0, other, std::vector<int64_t>{4});
+  ASSERT_EQ(b.dim(0), 1);
+  EXPECT_LE(max_abs_diff(b.data<float>(), a.data<float>() + 4 * v, v), 1e-4f);
+}
+
 // step_argmax (the argmax of each row on the model's device) picks what the argmax of
 // step()'s host logits picks, and both advance the slots alike.
 TEST(WhisperBatchSession, StepArgmaxEqualsArgmaxOfStepLogits) {
