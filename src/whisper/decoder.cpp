@@ -238,7 +238,7 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
   return logits_of(pool_, host_pool_, x, w, c.n_vocab, dev);
 }
 
-Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
+Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const int64_t> rows) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
@@ -252,6 +252,9 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
   for (int32_t id : tokens)
     check_arg(id >= 0 && id < c.n_vocab, "[whisper] decode: token id " + std::to_string(id) +
                                              " outside [0, " + std::to_string(c.n_vocab) + ")");
+  for (int64_t r : rows)
+    check_arg(r >= 0 && r < t, "[whisper] decode: logits row " + std::to_string(r) +
+                                   " outside [0, " + std::to_string(t) + ")");
   check_arg(!rows_active(), "[whisper] decode: rows are in use (fork); use decode_rows");
   n_rows_ = 0;  // rows of an earlier window end here
   const DType dt = model_->dtype();
@@ -259,7 +262,7 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
 
   // A single-token step on CUDA replays a captured graph of the whole forward pass
   // (decode_graphs.h); its token id then lives in the graphs' fixed device buffer.
-  const bool graphed = graphs_ && t == 1;
+  const bool graphed = graphs_ && t == 1 && rows.empty();
   Tensor ids_host = host_pool_.alloc({t}, DType::i32);
   std::memcpy(ids_host.raw(), tokens.data(), tokens.size_bytes());
   Tensor ids = ids_host;
@@ -268,6 +271,18 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
     ids.copy_from(ids_host);
   }
   const bool direct = dev == Device::cpu;
+  // The positions whose logits are wanted, gathered before the vocabulary GEMM.
+  Tensor row_ids;
+  if (!rows.empty()) {
+    Tensor host = host_pool_.alloc({int64_t(rows.size())}, DType::i32);
+    for (size_t k = 0; k < rows.size(); ++k) host.data<int32_t>()[k] = int32_t(rows[k]);
+    row_ids = host;
+    if (!direct) {
+      row_ids = pool_.alloc(host.shape(), DType::i32);
+      row_ids.copy_from(host);
+    }
+  }
+  const int64_t n_out = rows.empty() ? t : int64_t(rows.size());
 
   // Device work only from here to the logits (no host copies: it may be captured).
   auto forward = [&]() -> Tensor {
@@ -282,11 +297,16 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens) {
       mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
     }
 
-    const Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
+    Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
+    if (!rows.empty()) {
+      Tensor picked = pool_.alloc({n_out, d}, dt);
+      embedding(out, row_ids, picked);  // a row gather
+      out = picked;
+    }
     // Logits come out of the GEMM in f32 whatever the weights' dtype (f32 accumulation):
     // rounding them to f16/bf16 would flip argmaxes between near-equal candidates.
-    Tensor logits = direct ? host_pool_.alloc({t, c.n_vocab}, DType::f32)
-                           : pool_.alloc({t, c.n_vocab}, DType::f32);  // [T, n_vocab]
+    Tensor logits = direct ? host_pool_.alloc({n_out, c.n_vocab}, DType::f32)
+                           : pool_.alloc({n_out, c.n_vocab}, DType::f32);  // [rows, n_vocab]
     MatmulOptions opt;
     opt.trans_b = true;
     matmul(out, w.token_embedding, logits, opt);

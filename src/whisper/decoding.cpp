@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -82,6 +83,10 @@ void SessionLogitsSource::encode(const Tensor& mel) { session_.encode(mel); }
 Tensor SessionLogitsSource::decode(std::span<const int32_t> tokens) {
   return session_.decode(tokens);
 }
+Tensor SessionLogitsSource::decode_selected(std::span<const int32_t> tokens,
+                                            std::span<const int64_t> rows) {
+  return session_.decode(tokens, rows);
+}
 void SessionLogitsSource::reset() { session_.reset(); }
 void SessionLogitsSource::fork(int n_rows) { session_.fork(n_rows); }
 Tensor SessionLogitsSource::decode_rows(std::span<const int32_t> tokens) {
@@ -89,6 +94,21 @@ Tensor SessionLogitsSource::decode_rows(std::span<const int32_t> tokens) {
 }
 void SessionLogitsSource::reorder_rows(std::span<const int32_t> source) {
   session_.reorder_rows(source);
+}
+
+Tensor LogitsSource::decode_selected(std::span<const int32_t> tokens,
+                                     std::span<const int64_t> rows) {
+  const Tensor all = decode(tokens);
+  check_logits(all, int64_t(tokens.size()), all.dim(1));
+  Tensor out = Tensor::empty({int64_t(rows.size()), all.dim(1)}, DType::f32);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    check_arg(rows[k] >= 0 && rows[k] < all.dim(0), "[whisper] decode_selected: row " +
+                                                        std::to_string(rows[k]) + " outside [0, " +
+                                                        std::to_string(all.dim(0)) + ")");
+    const auto row = row_of(all, rows[k]);
+    std::copy(row.begin(), row.end(), out.data<float>() + int64_t(k) * all.dim(1));
+  }
+  return out;
 }
 
 void LogitsSource::fork(int) {
@@ -389,10 +409,12 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
           "[whisper] decoding cancelled");
     if (i == 0) {
       // The initial tokens are the same for every row: one pass, then the rows share them.
-      const Tensor out = source.decode(initial);
-      check_logits(out, int64_t(initial.size()), n_vocab);
-      result.no_speech_prob = no_speech_prob_of(out, plan.sot_index, tokenizer);
-      const auto row = row_of(out, out.dim(0) - 1);
+      // Two rows of it are read: no_speech_prob at <|startoftranscript|>, the first token.
+      const std::array<int64_t, 2> wanted = {plan.sot_index, int64_t(initial.size()) - 1};
+      const Tensor out = source.decode_selected(initial, wanted);
+      check_logits(out, 2, n_vocab);
+      result.no_speech_prob = no_speech_prob_of(out, 0, tokenizer);
+      const auto row = row_of(out, 1);
       for (auto& l : logits) l.assign(row.begin(), row.end());
       if (n_group > 1) source.fork(n_group);
     } else {

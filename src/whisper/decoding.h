@@ -38,6 +38,10 @@ class LogitsSource {
   // f32 [tokens.size(), n_vocab] on the CPU for positions n_cached .. n_cached + size - 1;
   // the tokens join the cache.
   virtual Tensor decode(std::span<const int32_t> tokens) = 0;
+  // decode() returning only the logits of `rows` (indices into tokens, in order), f32
+  // [rows.size(), n_vocab] on the CPU: a window's initial pass reads two rows. Default:
+  // decode() and a copy of those rows.
+  virtual Tensor decode_selected(std::span<const int32_t> tokens, std::span<const int64_t> rows);
   // Drops cached tokens, keeps the encoded audio.
   virtual void reset() = 0;
   // Batched decoding (beam search, best_of). fork(n) after decode() of the initial tokens
@@ -63,6 +67,7 @@ class SessionLogitsSource : public LogitsSource {
   explicit SessionLogitsSource(WhisperSession& session) : session_(session) {}
   void encode(const Tensor& mel) override;
   Tensor decode(std::span<const int32_t> tokens) override;
+  Tensor decode_selected(std::span<const int32_t> tokens, std::span<const int64_t> rows) override;
   void reset() override;
   void fork(int n_rows) override;
   Tensor decode_rows(std::span<const int32_t> tokens) override;

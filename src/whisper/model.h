@@ -127,9 +127,11 @@ class WhisperSession {
   const Tensor& audio_features() const { return audio_features_; }
 
   // Runs the decoder on `tokens` at positions n_cached() .. n_cached() + size - 1 (after
-  // the cached ones) and appends them to the cache. Returns f32 logits
-  // [tokens.size(), n_vocab] on the CPU. Needs encode() first.
-  Tensor decode(std::span<const int32_t> tokens);
+  // the cached ones) and appends them to the cache. Returns f32 logits on the CPU of the
+  // positions `rows` (indices into tokens, in order; empty: all), [rows.size() or
+  // tokens.size(), n_vocab]: a window's initial pass needs two rows, not one per prompt token.
+  // Needs encode() first.
+  Tensor decode(std::span<const int32_t> tokens, std::span<const int64_t> rows = {});
 
   // The reference's find_alignment forward (whisper/timing.py): the decoder over `tokens`
   // from position 0 without the KV cache, keeping the cross-attention scores of `heads`

@@ -262,6 +262,24 @@ TEST(WhisperSession, KvCacheAgreesWithFullSequence) {
   EXPECT_THROW(session.truncate(6), Error);
 }
 
+// decode(tokens, rows): only those positions' logits, the same as the full pass's rows (up to
+// the GEMM's rounding for fewer rows); a bad row caches nothing.
+TEST(WhisperSession, DecodeSelectedRowsAreRowsOfTheFullPass) {
+  REQUIRE_MODEL();
+  WhisperSession session(tiny_en());
+  session.encode(synthetic_mel());
+  const std::vector<int32_t> tokens = {kSot, kNoTimestamps, 357, 82, 654};
+  const Tensor full = session.decode(tokens);
+  session.reset();
+  EXPECT_THROW(session.decode(tokens, std::vector<int64_t>{5}), Error);
+  EXPECT_EQ(session.n_cached(), 0);
+  const Tensor two = session.decode(tokens, std::vector<int64_t>{0, 4});
+  ASSERT_EQ(two.dim(0), 2);
+  EXPECT_EQ(session.n_cached(), 5);
+  EXPECT_LT(max_abs_diff(two.slice0(0, 1), full.slice0(0, 1)), 1e-4f);
+  EXPECT_LT(max_abs_diff(two.slice0(1, 2), full.slice0(4, 5)), 1e-4f);
+}
+
 // The share of values with any of the low 16 mantissa bits set: 0 for logits that went
 // through bf16, nearly 1 for f32 GEMM output.
 double share_beyond_bf16(const Tensor& t) {
