@@ -138,10 +138,11 @@ RunFigures forced_run(WhisperBatchSession& batch, const WhisperTokenizer& tokeni
     // Every window starts from the same initial tokens: one prefill pass for the batch.
     std::vector<int32_t> all;
     for (int64_t i = 0; i < n; ++i) all.insert(all.end(), initial.begin(), initial.end());
-    const Tensor first = batch.prefill_batch(slots, all);
-    const int64_t t = int64_t(initial.size()), n_vocab = first.dim(1);
+    const int64_t t = int64_t(initial.size());
+    const Tensor first = batch.prefill_batch(slots, all, std::vector<int64_t>{t - 1});
+    const int64_t n_vocab = first.dim(1);
     for (int64_t i = 0; i < n; ++i) {
-      const float* row = first.data<float>() + ((i + 1) * t - 1) * n_vocab;
+      const float* row = first.data<float>() + i * n_vocab;
       next[size_t(i)] = int32_t(std::max_element(row, row + n_vocab) - row);
     }
     for (int k = 1; k < opt.forced_tokens; ++k) {
