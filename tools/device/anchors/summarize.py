@@ -25,7 +25,7 @@ PARLEY_FIGURE = {
 
 # (label, {system: (bench, ...fallbacks)}, note). The first bench a system has is shown.
 FIGURES = [
-    ("log-mel of jfk.wav (CPU), ms", {s: ("whisper_mel",) for s in SYSTEMS}, ""),
+    ("log-mel of jfk.wav, ms (parley on the device, the others on the CPU)", {s: ("whisper_mel",) for s in SYSTEMS}, ""),
     ("encoder, ms per 30 s window",
      {"parley": ("whisper_encoder",), "whisper.cpp": ("whisper_encoder",),
       "transformers": ("whisper_encoder",)}, ""),
@@ -91,7 +91,7 @@ def from_parley(label, lines):
 
 def read_rows(path):
     rows = []
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if line.startswith("{"):
