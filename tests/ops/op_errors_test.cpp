@@ -15,26 +15,15 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/transpose.h"
+#include "op_test_util.h"
 
 namespace parley {
 namespace {
 
+using test::expect_error;
+
 Tensor f32(const Shape& s) { return Tensor::zeros(s, DType::f32); }
 Tensor of(const Shape& s, DType t) { return Tensor::zeros(s, t); }
-
-// fn must throw parley::Error of `kind` whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts,
-                  ErrorKind kind = ErrorKind::invalid_argument) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing " << *parts.begin();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << p << "\"";
-  }
-}
 
 TEST(OpErrors, MatmulInnerDimensions) {
   Tensor a = f32({2, 3}), b = f32({4, 5}), c = f32({2, 5});

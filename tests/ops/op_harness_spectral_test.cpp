@@ -138,20 +138,6 @@ INSTANTIATE_TEST_SUITE_P(Ops, Spectral, ::testing::ValuesIn(op_params()), op_par
 
 Tensor f32(const Shape& s) { return Tensor::zeros(s, DType::f32); }
 
-// fn must throw parley::Error of `kind` whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts,
-                  ErrorKind kind = ErrorKind::invalid_argument) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing " << *parts.begin();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << p << "\"";
-  }
-}
-
 TEST(SpectralErrors, StftFrames) {
   Tensor x = f32({1000}), w = f32({400}), frames = f32({3, 400});
   StftFramesOptions opt;

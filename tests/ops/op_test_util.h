@@ -7,11 +7,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/tensor.h"
 
 namespace parley::test {
@@ -87,5 +90,20 @@ class OpTest : public ::testing::TestWithParam<OpParam> {
  private:
   std::unique_ptr<::testing::ScopedTrace> trace_;
 };
+
+// fn must throw parley::Error of `kind` whose message contains every one of `parts` (the ops'
+// argument checks).
+inline void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts,
+                         ErrorKind kind = ErrorKind::invalid_argument) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one containing " << *parts.begin();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message \"" << e.what() << "\" lacks \"" << p << "\"";
+  }
+}
 
 }  // namespace parley::test

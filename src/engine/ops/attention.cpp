@@ -63,8 +63,11 @@ void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, 
            ": expected [B, Lq, H * D] with H = " + std::to_string(n_head);
   });
   const int64_t b = out.dim(0), lq = out.dim(1), hd = out.dim(2);
-  for (const auto& [name, x] :
-       {std::pair<const char*, const TokenHeads*>{"q", &q}, {"k", &k}, {"v", &v}})
+  for (const auto& operand :
+       {std::pair<const char*, const TokenHeads*>{"q", &q}, {"k", &k}, {"v", &v}}) {
+    // Plain names, not a structured binding: clang before 16 cannot capture those.
+    const char* name = operand.first;
+    const TokenHeads* x = operand.second;
     detail::require(x->t.ndim() == 3 && (x->t.dim(0) == b || x->batch_index) && x->col >= 0 &&
                         x->col + hd <= x->t.dim(2),
                     op, [&] {
@@ -72,6 +75,7 @@ void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, 
                              ": expected [" + std::to_string(b) + ", L, W] with the " +
                              std::to_string(hd) + " columns of the heads inside W";
                     });
+  }
   detail::require(q.batch_index == nullptr, op, "q takes no batch_index");
   for (const TokenHeads* x : {&k, &v}) {
     if (!x->batch_index) continue;
