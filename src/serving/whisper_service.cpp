@@ -6,6 +6,7 @@
 
 #include "audio/decode.h"
 #include "engine/error.h"
+#include "serving/delta_stream.h"
 #include "vad/segments.h"
 #include "vad/silero.h"
 #include "whisper/model.h"
@@ -118,75 +119,6 @@ void WhisperService::worker_loop() {
   }
 }
 
-namespace {
-
-// Streaming policy: a delta never shows text that the seek loop later drops or replaces,
-// so the deltas joined equal the final text.
-// - Within a window, text becomes final at a consecutive timestamp pair (<|a|><|b|>: a
-//   segment ended): the text before the pair is sent as soon as the pair is sampled. With
-//   a temperature ladder, where a window may be decoded again, nothing is sent before the
-//   window's segments are known.
-// - The rest of a window (after its last pair) waits for the window's segments
-//   (on_segment): when the window does not end on a timestamp the seek loop cuts there
-//   and decodes the tail again in the next window, so the tail is only sent if kept.
-// What can still differ: a window judged silent after it was decoded (no-speech
-// probability > 0.6 and a low log-probability) loses the text already sent at its
-// pairs. LEAD: a hook reporting no_speech_prob at a window's first step would let this
-// hold such windows back.
-class DeltaStream {
- public:
-  DeltaStream(const WhisperTokenizer& tokenizer, std::function<void(const std::string&)> emit)
-      : tok_(tokenizer), emit_(std::move(emit)) {}
-
-  void on_token(int32_t id) {
-    if (window_done_) reset_window();
-    if (id == tok_.eot()) {
-      window_done_ = true;
-      return;
-    }
-    window_.push_back(id);
-    const int32_t tb = tok_.timestamp_begin();
-    const size_t n = window_.size();
-    if (id >= tb && n >= 2 && window_[n - 2] >= tb) release(tok_.decode(window_));
-  }
-
-  void on_segment(const Segment& s) {
-    window_done_ = true;  // segments come after their window's last token
-    kept_ += tok_.decode(s.tokens);
-    release(kept_);
-  }
-
-  void finish() {
-    const std::string rest = streamer_.flush();
-    if (!rest.empty()) emit_(rest);
-  }
-
- private:
-  // Sends what `text` (this window's final text so far) adds to what was sent.
-  void release(const std::string& text) {
-    if (text.size() <= sent_.size() || text.compare(0, sent_.size(), sent_) != 0) return;
-    const std::string piece = streamer_.push(text.substr(sent_.size()));
-    sent_ = text;
-    if (!piece.empty()) emit_(piece);
-  }
-  void reset_window() {
-    window_.clear();
-    sent_.clear();
-    kept_.clear();
-    window_done_ = false;
-  }
-
-  const WhisperTokenizer& tok_;
-  std::function<void(const std::string&)> emit_;
-  TextStreamer streamer_;        // holds back a UTF-8 character split across pieces
-  std::vector<int32_t> window_;  // this window's sampled tokens
-  std::string sent_;             // this window's text sent so far
-  std::string kept_;             // this window's segments' text
-  bool window_done_ = false;
-};
-
-}  // namespace
-
 WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& worker) {
   const auto t0 = std::chrono::steady_clock::now();
   Outcome out;
@@ -224,8 +156,11 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& 
     o.cancelled = [&job] { return job.cancelled.load(); };
     std::optional<DeltaStream> deltas;
     if (job.on_delta) {
-      deltas.emplace(tokenizer, job.on_delta);
-      if (o.temperatures.size() <= 1) o.on_token = [&](int32_t id) { deltas->on_token(id); };
+      deltas.emplace(tokenizer, job.on_delta, o.no_speech_threshold, o.logprob_threshold);
+      if (o.temperatures.size() <= 1) {
+        o.on_token = [&](int32_t id) { deltas->on_token(id); };
+        o.on_no_speech_prob = [&](float p) { deltas->on_no_speech_prob(p); };
+      }
       o.on_segment = [&](const Segment& seg) { deltas->on_segment(seg); };
     }
     out.result = transcribe(session, tokenizer, samples, o);

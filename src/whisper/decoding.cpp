@@ -337,6 +337,7 @@ void WindowSearch::first(std::span<const float> at_sot, std::span<const float> l
             "[whisper] WindowSearch::first: " + std::to_string(at_sot.size()) +
                 " logits, expected " + std::to_string(s_->tokenizer.n_vocab()));
   s_->result.no_speech_prob = no_speech_prob_at(at_sot, s_->tokenizer);
+  if (s_->options.on_no_speech_prob) s_->options.on_no_speech_prob(s_->result.no_speech_prob);
   next(last);
 }
 
@@ -414,6 +415,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       const Tensor out = source.decode_selected(initial, wanted);
       check_logits(out, 2, n_vocab);
       result.no_speech_prob = no_speech_prob_of(out, 0, tokenizer);
+      if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
       const auto row = row_of(out, 1);
       for (auto& l : logits) l.assign(row.begin(), row.end());
       if (n_group > 1) source.fork(n_group);

@@ -135,6 +135,10 @@ struct DecodingOptions {
   // candidate; with several (beams, best_of) the chosen candidate's tokens once it is
   // chosen.
   std::function<void(int32_t)> on_token;
+  // Called once per attempt with its no-speech probability, right after the initial pass
+  // and before any token is sampled (streaming: a window that may be judged silent can be
+  // held back from the start).
+  std::function<void(float)> on_no_speech_prob;
   // Polled before every decoder step; when it returns true decoding throws
   // Error(cancelled).
   std::function<bool()> cancelled;

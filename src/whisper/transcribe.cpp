@@ -179,6 +179,7 @@ SeekLoop::SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const T
   if (o.prefix) decode_.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
   if (o.hotwords) decode_.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
   decode_.on_token = o.on_token;
+  decode_.on_no_speech_prob = o.on_no_speech_prob;
   decode_.token_logprobs = o.token_logprobs;
   decode_.cancelled = o.cancelled;
 

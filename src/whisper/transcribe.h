@@ -93,8 +93,10 @@ struct TranscribeOptions {
   // clean-up), in order.
   std::function<void(const Segment&)> on_segment;
   // Passed to every window's DecodingOptions (see decoding.h): every sampled token as it
-  // is chosen, and a poll that stops the transcript with Error(cancelled).
+  // is chosen, each attempt's no-speech probability before its first token, and a poll
+  // that stops the transcript with Error(cancelled).
   std::function<void(int32_t)> on_token;
+  std::function<void(float)> on_no_speech_prob;
   std::function<bool()> cancelled;
 };
 

@@ -439,7 +439,16 @@ TEST(Decoding, OnTokenSeesEverySampledTokenAndCancelledStops) {
   DecodingOptions o;
   std::vector<int32_t> seen;
   o.on_token = [&](int32_t t) { seen.push_back(t); };
+  // The no-speech probability arrives once, before the first token.
+  std::vector<float> no_speech;
+  o.on_no_speech_prob = [&](float p) {
+    EXPECT_TRUE(seen.empty());
+    no_speech.push_back(p);
+  };
   const DecodingResult r = decode_window(src, tok, silent_mel(), o);
+  ASSERT_EQ(no_speech.size(), 1u);
+  EXPECT_EQ(no_speech[0], r.no_speech_prob);
+  o.on_no_speech_prob = nullptr;
   EXPECT_EQ(seen, (std::vector<int32_t>{tb, hello, tb + 40, tok.eot()}));
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{tb, hello, tb + 40}));
 
