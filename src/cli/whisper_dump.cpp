@@ -103,14 +103,8 @@ void run_dump(const DumpOptions& opt) {
   const WhisperTokenizer tokenizer = load_tokenizer(*model);
   // The first window's DecodingOptions as transcribe_mel() fills them from the default
   // TranscribeOptions (no prompt yet).
-  const TranscribeOptions t;
-  DecodingOptions d;
-  d.task = t.task;
-  d.without_timestamps = t.without_timestamps;
-  d.max_initial_timestamp = t.max_initial_timestamp;
-  d.suppress_blank = t.suppress_blank;
-  d.suppress_tokens = t.suppress_tokens;
-  d.sample_len = opt.steps > 0 ? opt.steps : t.sample_len;
+  DecodingOptions d = window_decoding_options(TranscribeOptions{}, tokenizer, "");
+  if (opt.steps > 0) d.sample_len = opt.steps;
   if (!opt.language.empty()) {
     d.language = opt.language;
   } else if (!tokenizer.multilingual()) {

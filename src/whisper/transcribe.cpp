@@ -122,6 +122,28 @@ std::string format_timestamp(double seconds, bool always_include_hours, char dec
   return buf;
 }
 
+DecodingOptions window_decoding_options(const TranscribeOptions& o,
+                                        const WhisperTokenizer& tokenizer,
+                                        const std::string& language) {
+  DecodingOptions d;
+  d.task = o.task;
+  d.language = language;
+  d.without_timestamps = o.without_timestamps;
+  d.max_initial_timestamp = o.max_initial_timestamp;
+  d.suppress_blank = o.suppress_blank;
+  d.suppress_tokens = o.suppress_tokens;
+  d.sample_len = o.sample_len;
+  d.length_penalty = o.length_penalty;
+  d.seed = o.seed;
+  if (o.prefix) d.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
+  if (o.hotwords) d.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
+  d.on_token = o.on_token;
+  d.on_no_speech_prob = o.on_no_speech_prob;
+  d.token_logprobs = o.token_logprobs;
+  d.cancelled = o.cancelled;
+  return d;
+}
+
 namespace whisper {
 
 bool needs_fallback(const DecodingResult& result, const TranscribeOptions& o) {
@@ -167,21 +189,7 @@ SeekLoop::SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const T
                    std::string language, int n_text_ctx)
     : tokenizer_(tokenizer), mel_(mel), o_(o), content_frames_(mel.dim(1) - kChunkFrames) {
   out_.language = std::move(language);
-  decode_.task = o.task;
-  decode_.language = out_.language;
-  decode_.without_timestamps = o.without_timestamps;
-  decode_.max_initial_timestamp = o.max_initial_timestamp;
-  decode_.suppress_blank = o.suppress_blank;
-  decode_.suppress_tokens = o.suppress_tokens;
-  decode_.sample_len = o.sample_len;
-  decode_.length_penalty = o.length_penalty;
-  decode_.seed = o.seed;
-  if (o.prefix) decode_.prefix = tokenizer.encode(" " + py_strip(*o.prefix));
-  if (o.hotwords) decode_.hotwords = tokenizer.encode(" " + py_strip(*o.hotwords));
-  decode_.on_token = o.on_token;
-  decode_.on_no_speech_prob = o.on_no_speech_prob;
-  decode_.token_logprobs = o.token_logprobs;
-  decode_.cancelled = o.cancelled;
+  decode_ = window_decoding_options(o, tokenizer, out_.language);
 
   if (o.initial_prompt) all_tokens_ = tokenizer.encode(" " + py_strip(*o.initial_prompt));
   n_initial_prompt_ = all_tokens_.size();

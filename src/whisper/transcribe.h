@@ -115,6 +115,13 @@ struct TranscribeResult {
   std::vector<TokenLogprob> logprobs;
 };
 
+// The DecodingOptions every window of a transcript starts from (before its prompt and the
+// temperature of each attempt): the options transcribe() passes through, prefix and
+// hotwords encoded with `tokenizer`, the transcript's language.
+DecodingOptions window_decoding_options(const TranscribeOptions& options,
+                                        const WhisperTokenizer& tokenizer,
+                                        const std::string& language);
+
 // 16 kHz mono samples -> transcript.
 TranscribeResult transcribe(WhisperSession& session, const WhisperTokenizer& tokenizer,
                             std::span<const float> samples, const TranscribeOptions& options);
