@@ -27,16 +27,6 @@
 namespace parley {
 namespace {
 
-// Token (or position) ids on the model's device.
-Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev) {
-  Tensor host = host_pool.alloc({int64_t(ids.size())}, DType::i32);
-  std::memcpy(host.raw(), ids.data(), ids.size_bytes());
-  if (dev == Device::cpu) return host;
-  Tensor out = pool.alloc({int64_t(ids.size())}, DType::i32);
-  out.copy_from(host);
-  return out;
-}
-
 // f32 logits [T, n_vocab] of the final hidden states x [T, d], on the model's device (the
 // GEMM writes f32 whatever the weights' dtype: 16-bit logits would flip argmaxes).
 Tensor device_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
@@ -69,7 +59,7 @@ Tensor selected_rows(Pool& pool, Pool& host_pool, const Tensor& x, int64_t n, in
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r : rows) ids.push_back(int32_t(i * t + r));
   Tensor out = pool.alloc({int64_t(ids.size()), x.dim(1)}, x.dtype());
-  embedding(x, ids_on_device(pool, host_pool, ids, dev), out);  // a row gather
+  embedding(x, whisper::ids_on_device(pool, host_pool, ids, dev), out);  // a row gather
   return out;
 }
 
@@ -78,14 +68,6 @@ void check_rows(std::span<const int64_t> rows, int64_t t) {
   for (int64_t r : rows) {
     check_arg(r >= 0 && r < t, "[whisper] batch prefill: logits row " + std::to_string(r) +
                                    " outside [0, " + std::to_string(t) + ")");
-  }
-}
-
-void check_tokens(std::span<const int32_t> tokens, int n_vocab, const char* where) {
-  for (int32_t id : tokens) {
-    check_arg(id >= 0 && id < n_vocab, std::string("[whisper] batch ") + where + ": token id " +
-                                           std::to_string(id) + " outside [0, " +
-                                           std::to_string(n_vocab) + ")");
   }
 }
 
@@ -107,7 +89,7 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
                                        std::to_string(offset) + " cached + " + std::to_string(t) +
                                        " new tokens exceed the text context of " +
                                        std::to_string(c.n_text_ctx));
-  check_tokens(tokens, c.n_vocab, "prefill");
+  check_token_ids(tokens, c.n_vocab, "[whisper] batch prefill");
   check_rows(rows, t);
   const DType dt = model_->dtype();
   const Device dev = model_->device();
@@ -195,7 +177,7 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
   const int64_t t = int64_t(tokens.size()) / n, n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
   check_arg(t <= n_ctx, "[whisper] batch prefill: " + std::to_string(t) +
                             " tokens exceed the text context of " + std::to_string(n_ctx));
-  check_tokens(tokens, c.n_vocab, "prefill");
+  check_token_ids(tokens, c.n_vocab, "[whisper] batch prefill");
   check_rows(rows, t);
   for (int32_t s : slots) {
     check_slot(s, "prefill");
@@ -284,7 +266,7 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
   check_arg(tokens.size() == slots.size(),
             "[whisper] batch step: " + std::to_string(tokens.size()) + " tokens for " +
                 std::to_string(n) + " slots");
-  check_tokens(tokens, c.n_vocab, "step");
+  check_token_ids(tokens, c.n_vocab, "[whisper] batch step");
   positions_.clear();
   for (int32_t s : slots) {
     check_slot(s, "step");
@@ -366,10 +348,6 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
   for (int32_t s : slots) ++n_cached_[size_t(s)];
   return device_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
 }
-
-}  // namespace parley
-
-namespace parley {
 
 Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {
   return host_logits(host_pool_, step_on_device(slots, tokens));

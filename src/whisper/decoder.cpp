@@ -116,17 +116,6 @@ Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeig
   return host;
 }
 
-// i32 values (token ids, row slots) on the model's device (decode_rows).
-Tensor device_ids(Pool& pool, Pool& host_pool, std::span<const int32_t> tokens, Device dev) {
-  const int64_t t = int64_t(tokens.size());
-  Tensor ids_host = host_pool.alloc({t}, DType::i32);
-  std::memcpy(ids_host.raw(), tokens.data(), tokens.size_bytes());
-  if (dev == Device::cpu) return ids_host;
-  Tensor ids = pool.alloc({t}, DType::i32);
-  ids.copy_from(ids_host);
-  return ids;
-}
-
 }  // namespace
 }  // namespace whisper
 
@@ -169,8 +158,10 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
   }
   // The first successor of a row takes its slot as it is; a second one gets a free slot
   // (one no successor needs) and a copy of the row's own positions.
-  std::vector<char> taken(size_t(row_capacity_), 0);
-  std::vector<int32_t> next(source.size(), -1);
+  std::vector<char>& taken = reorder_taken_;   // scratch kept by the session: no allocation
+  std::vector<int32_t>& next = reorder_next_;  // per beam step once warm
+  taken.assign(size_t(row_capacity_), 0);
+  next.assign(source.size(), -1);
   for (size_t i = 0; i < source.size(); ++i) {
     const int32_t slot = row_slot_[size_t(source[i])];
     if (!taken[size_t(slot)]) {
@@ -197,7 +188,7 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
       }
     }
   }
-  row_slot_ = std::move(next);
+  row_slot_.swap(next);
 }
 
 Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
@@ -211,14 +202,12 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
                               std::to_string(n_rows_) + " rows");
   check_arg(offset + 1 <= c.n_text_ctx, "[whisper] decode_rows: the text context of " +
                                             std::to_string(c.n_text_ctx) + " is full");
-  for (int32_t id : tokens)
-    check_arg(id >= 0 && id < c.n_vocab, "[whisper] decode_rows: token id " + std::to_string(id) +
-                                             " outside [0, " + std::to_string(c.n_vocab) + ")");
+  check_token_ids(tokens, c.n_vocab, "[whisper] decode_rows");
   const DType dt = model_->dtype();
   const Device dev = model_->device();
 
-  const Tensor ids = device_ids(pool_, host_pool_, tokens, dev);
-  const Tensor slots = device_ids(pool_, host_pool_, row_slot_, dev);  // i32 [B]
+  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  const Tensor slots = ids_on_device(pool_, host_pool_, row_slot_, dev);  // i32 [B]
   Tensor x = pool_.alloc({b, d}, dt);  // [B, d], every row at position `offset`
   embedding(w.token_embedding, ids, x);
   const Tensor position = w.decoder_positions.slice0(offset, offset + 1);
@@ -249,9 +238,7 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const i
   check_arg(offset + t <= c.n_text_ctx,
             "[whisper] decode: " + std::to_string(offset) + " cached + " + std::to_string(t) +
                 " new tokens exceed the text context of " + std::to_string(c.n_text_ctx));
-  for (int32_t id : tokens)
-    check_arg(id >= 0 && id < c.n_vocab, "[whisper] decode: token id " + std::to_string(id) +
-                                             " outside [0, " + std::to_string(c.n_vocab) + ")");
+  check_token_ids(tokens, c.n_vocab, "[whisper] decode");
   for (int64_t r : rows)
     check_arg(r >= 0 && r < t, "[whisper] decode: logits row " + std::to_string(r) +
                                    " outside [0, " + std::to_string(t) + ")");

@@ -8,6 +8,7 @@
 #include "whisper/encoder.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/error.h"
 #include "engine/ops/attention.h"
@@ -68,6 +69,22 @@ Tensor merge_heads(Pool& pool, const Tensor& x) {
   Tensor merged_4d = merged.reshape({1, t, h, d_head});
   permute(x, {0, 2, 1, 3}, merged_4d);
   return merged;
+}
+
+Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev) {
+  Tensor host = host_pool.alloc({int64_t(ids.size())}, DType::i32);
+  std::memcpy(host.raw(), ids.data(), ids.size_bytes());
+  if (dev == Device::cpu) return host;
+  Tensor out = pool.alloc(host.shape(), DType::i32);
+  out.copy_from(host);
+  return out;
+}
+
+void check_token_ids(std::span<const int32_t> tokens, int n_vocab, const std::string& where) {
+  for (int32_t id : tokens) {
+    check_arg(id >= 0 && id < n_vocab, where + ": token id " + std::to_string(id) +
+                                           " outside [0, " + std::to_string(n_vocab) + ")");
+  }
 }
 
 namespace {

@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
+#include <string>
 
+#include "engine/device.h"
 #include "engine/pool.h"
 #include "engine/tensor.h"
 #include "whisper/weights.h"
@@ -36,6 +39,13 @@ void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWe
 Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head);
 // x [1, H, T, d_head] -> [T, H * d_head]
 Tensor merge_heads(Pool& pool, const Tensor& x);
+
+// i32 values (token ids, positions, cache rows) as a tensor on `dev`, staged through
+// host_pool (both pools' blocks are reused, so a warm step allocates nothing).
+Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev);
+// Error(invalid_argument) "<where>: token id N outside [0, n_vocab)" for the first id out of
+// range.
+void check_token_ids(std::span<const int32_t> tokens, int n_vocab, const std::string& where);
 
 // Behind whisper_run_counters() (model.h).
 extern std::atomic<uint64_t> g_encoder_runs;

@@ -194,7 +194,9 @@ class WhisperSession {
   int row_capacity_ = 0;
   int n_rows_ = 0;
   int fork_at_ = 0;
-  std::vector<int32_t> row_slot_;  // row -> slot in row_cache_
+  std::vector<int32_t> row_slot_;      // row -> slot in row_cache_
+  std::vector<char> reorder_taken_;    // reorder_rows scratch: slots taken by successors
+  std::vector<int32_t> reorder_next_;  // reorder_rows scratch: the next row -> slot map
 };
 
 }  // namespace parley
