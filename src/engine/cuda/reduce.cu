@@ -6,6 +6,7 @@
 // shared memory, one block per segment), stage 2 the top k of those candidates (scratch).
 // Each round is a block reduction, so the cost grows with k; k is limited to kMaxTopK
 // for now (a larger k is an unsupported error).
+// masked_topk (the decoder's token choice) shares the ranking and the rounds.
 #include <climits>
 #include <string>
 
@@ -136,6 +137,69 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
   select_top(n_cand, k, load, emit);
 }
 
+// masked_topk, one block per row: pass 1 the maxima of x' before and after the split, pass 2
+// their sums of exp (so logsumexp of each side), then the split rule and logsumexp(x') from
+// those four numbers, then k rounds of first_after over x' (with the head dropped when the
+// rule says so). x' is never stored: each pass re-reads the row (L1/L2) and re-applies the
+// mask and ranges.
+constexpr int kMaskedThreads = 1024;
+
+__global__ void __launch_bounds__(kMaskedThreads)
+    masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
+                       int width, int k, float* logprobs, int32_t* indices) {
+  constexpr float kNegInf = -INFINITY;
+  __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
+  for (int j = int(threadIdx.x); j < width; j += int(blockDim.x))
+    rule[j] = rules[int64_t(blockIdx.x) * width + j];
+  __syncthreads();
+  const float* row = x + int64_t(blockIdx.x) * v;
+  const int32_t split = rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
+  const int n_ranges = (width - 1) / 2;
+  auto masked = [&](int32_t j) {
+    if (mask && mask[j]) return kNegInf;
+    for (int r = 0; r < n_ranges; ++r)
+      if (j >= rule[1 + 2 * r] && j < rule[2 + 2 * r]) return kNegInf;
+    return row[j];
+  };
+  float head_max = kNegInf, tail_max = kNegInf;
+  for (int32_t j = int32_t(threadIdx.x); j < v; j += int32_t(blockDim.x)) {
+    const float f = masked(j);
+    if (j < split)
+      head_max = fmaxf(head_max, f);
+    else
+      tail_max = fmaxf(tail_max, f);
+  }
+  head_max = block_reduce(head_max, MaxOp{});
+  tail_max = block_reduce(tail_max, MaxOp{});
+  float head_sum = 0.0f, tail_sum = 0.0f;
+  for (int32_t j = int32_t(threadIdx.x); j < v; j += int32_t(blockDim.x)) {
+    const float f = masked(j);
+    if (j < split) {
+      if (head_max > kNegInf) head_sum += expf(f - head_max);
+    } else if (tail_max > kNegInf) {
+      tail_sum += expf(f - tail_max);
+    }
+  }
+  head_sum = block_reduce(head_sum, SumOp{});
+  tail_sum = block_reduce(tail_sum, SumOp{});
+  const float tail_lse = tail_max > kNegInf ? tail_max + logf(tail_sum) : kNegInf;
+  const bool drop_head = split > 0 && tail_lse > head_max;
+  const float head_lse = !drop_head && head_max > kNegInf ? head_max + logf(head_sum) : kNegInf;
+  const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
+  const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
+
+  auto load = [&](int32_t j) { return Cand{drop_head && j < split ? kNegInf : masked(j), j}; };
+  const int64_t out = int64_t(blockIdx.x) * k;
+  Cand prev{0.0f, -1};
+  for (int r = 0; r < k; ++r) {
+    if (r == 0 || prev.i >= 0) prev = first_after(v, prev, load);
+    if (threadIdx.x == 0) {
+      indices[out + r] = prev.i;
+      logprobs[out + r] = prev.i >= 0 ? prev.v - lse : kNegInf;
+    }
+  }
+}
+
 void check_row_length(int64_t v, const char* op) {
   if (!(v <= int64_t(INT32_MAX)))
     throw Error(ErrorKind::unsupported, std::string("[") + op + "] rows of " + std::to_string(v) +
@@ -197,6 +261,18 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
         indices.data<int32_t>());
   });
   check_launch("topk");
+}
+
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices) {
+  const int64_t rows = x.dim(0), v = x.dim(1);
+  if (rows == 0) return;
+  check_rows(rows, "masked_topk");
+  check_row_length(v, "masked_topk");
+  masked_topk_kernel<<<unsigned(rows), kMaskedThreads, 0, stream()>>>(
+      x.data<float>(), int32_t(v), mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(),
+      int(rules.dim(1)), k, logprobs.data<float>(), indices.data<int32_t>());
+  check_launch("masked_topk");
 }
 
 }  // namespace parley::cuda

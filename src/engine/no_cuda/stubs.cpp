@@ -72,6 +72,9 @@ void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
 void rms_norm(const Tensor&, const Tensor&, float, Tensor&) { no_cuda("rms_norm"); }
 void argmax(const Tensor&, Tensor&) { no_cuda("argmax"); }
 void topk(const Tensor&, int, Tensor&, Tensor&) { no_cuda("topk"); }
+void masked_topk(const Tensor&, const Tensor*, const Tensor&, int, Tensor&, Tensor&) {
+  no_cuda("masked_topk");
+}
 void softmax(const Tensor&, Tensor&, bool log) { no_cuda(log ? "log_softmax" : "softmax"); }
 void permute(const Tensor&, const std::vector<int>&, Tensor&) { no_cuda("permute"); }
 void stft_frames(const Tensor&, const Tensor&, Tensor&, const StftFramesOptions&) {

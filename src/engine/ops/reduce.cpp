@@ -1,6 +1,8 @@
 // Public argmax / topk over the last dimension: argument checks, then CPU or CUDA.
 #include "engine/ops/reduce.h"
 
+#include <algorithm>
+
 #include "engine/ops/op_checks.h"
 
 namespace parley {
@@ -50,6 +52,44 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
     cuda::topk(x, k, values, indices);
   else
     cpu::topk(x, k, values, indices);
+}
+
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices) {
+  constexpr std::string_view op = "masked_topk";
+  const Device dev = detail::check_args(op, {{"x", &x},
+                                             {"mask", mask},
+                                             {"rules", &rules},
+                                             {"logprobs", &logprobs},
+                                             {"indices", &indices}});
+  detail::require(x.dtype() == DType::f32 && x.ndim() == 2 && x.dim(1) >= 1, op,
+                  [&] { return detail::arg_str("x", x) + ": expected f32 [N, V] with V >= 1"; });
+  const int64_t n = x.dim(0), v = x.dim(1);
+  detail::require(k >= 1 && k <= std::min<int64_t>(v, kMaskedTopKMax), op, [&] {
+    return "k = " + std::to_string(k) + " is outside [1, " +
+           std::to_string(std::min<int64_t>(v, kMaskedTopKMax)) + "] for " +
+           detail::arg_str("x", x);
+  });
+  detail::require(!mask || (mask->dtype() == DType::i8 && mask->shape() == Shape{v}), op, [&] {
+    return detail::arg_str("mask", *mask) + " must be i8[" + std::to_string(v) + "]";
+  });
+  detail::require(rules.dtype() == DType::i32 && rules.ndim() == 2 && rules.dim(0) == n &&
+                      rules.dim(1) % 2 == 1 && rules.dim(1) <= 1 + 2 * kMaskedTopKMaxRanges,
+                  op, [&] {
+                    return detail::arg_str("rules", rules) + " must be i32[" + std::to_string(n) +
+                           ", 1 + 2R] with R <= " + std::to_string(kMaskedTopKMaxRanges);
+                  });
+  const Shape want{n, k};
+  detail::require(logprobs.dtype() == DType::f32 && logprobs.shape() == want, op, [&] {
+    return detail::arg_str("logprobs", logprobs) + " must be f32" + want.str();
+  });
+  detail::require(indices.dtype() == DType::i32 && indices.shape() == want, op, [&] {
+    return detail::arg_str("indices", indices) + " must be i32" + want.str();
+  });
+  if (dev == Device::cuda)
+    cuda::masked_topk(x, mask, rules, k, logprobs, indices);
+  else
+    cpu::masked_topk(x, mask, rules, k, logprobs, indices);
 }
 
 }  // namespace parley

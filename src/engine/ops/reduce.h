@@ -3,22 +3,42 @@
 //   topk:   values [N, k] (x's dtype) and indices i32 [N, k], sorted by value descending,
 //           ties broken by the lower index. 1 <= k <= V.
 // NaN is treated as larger than every number (PyTorch's argmax convention).
+//
+// masked_topk: a decoder's token choice next to its logits. x f32 [N, V]; per row, x' is x
+// with -inf at every i where mask[i] != 0 (mask i8 [V], shared by the rows; nullptr: none)
+// and inside every range [b, e) of the row's rules; then, when the row's split point P > 0
+// and logsumexp(x'[P:]) > max(x'[:P]), x'[:P] = -inf too (Whisper's rule that timestamps,
+// together likelier than any text token, must be chosen). rules i32 [N, 1 + 2R]:
+// (P, b0, e0, b1, e1, ...); P <= 0: no split; a pair with b >= e is unused; ranges are
+// clamped to [0, V). Out: indices i32 [N, k], the first k of x' in the order (larger value,
+// lower index) — argmax for k = 1 — and logprobs f32 [N, k], x'[i] - logsumexp(x') there
+// (log_softmax). 1 <= k <= min(V, 64). The CPU takes logsumexp in f64 (as Whisper's host
+// filters); CUDA in f32, so its log-probabilities may differ in the last bits.
 #pragma once
 
 #include "engine/tensor.h"
 
 namespace parley {
 
+constexpr int kMaskedTopKMax = 64;        // k
+constexpr int kMaskedTopKMaxRanges = 16;  // R
+
 void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices);
 
 namespace cpu {
 void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices);
 }  // namespace cpu
 namespace cuda {
 void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices);
 }  // namespace cuda
 
 }  // namespace parley
