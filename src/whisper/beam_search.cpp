@@ -25,8 +25,46 @@ BeamSearch::Step BeamSearch::update(std::vector<std::vector<int32_t>>& rows,
                                     std::span<const std::vector<float>> logprobs,
                                     std::vector<float>& sum_logprobs) {
   const size_t n = size_t(beam_size_);
-  check_arg(rows.size() == n && logprobs.size() == n && sum_logprobs.size() == n,
+  check_arg(logprobs.size() == n,
+            "[whisper] beam search: expected " + std::to_string(n) + " rows of log-probabilities");
+  // topk(beam_size + 1) of each row: one pass keeping the best k, larger first, lower id on
+  // ties.
+  const size_t k = std::min(logprobs[0].size(), n + 1);
+  top_ids_.clear();
+  top_logprobs_.clear();
+  std::vector<int32_t>& top = top_;
+  for (size_t j = 0; j < n; ++j) {
+    const std::vector<float>& lp = logprobs[j];
+    check_arg(lp.size() >= k, "[whisper] beam search: rows of different lengths");
+    top.clear();
+    for (size_t i = 0; i < lp.size(); ++i) {
+      if (top.size() == k && !(lp[i] > lp[size_t(top.back())])) continue;
+      if (top.size() == k) top.pop_back();
+      auto at = top.end();
+      while (at != top.begin() && lp[i] > lp[size_t(*(at - 1))]) --at;
+      top.insert(at, int32_t(i));
+    }
+    for (int32_t t : top) {
+      top_ids_.push_back(t);
+      top_logprobs_.push_back(lp[size_t(t)]);
+    }
+  }
+  return update(rows, top_ids_, top_logprobs_, int(k), sum_logprobs);
+}
+
+BeamSearch::Step BeamSearch::update(std::vector<std::vector<int32_t>>& rows,
+                                    std::span<const int32_t> top_ids,
+                                    std::span<const float> top_logprobs, int k_given,
+                                    std::vector<float>& sum_logprobs) {
+  const size_t n = size_t(beam_size_);
+  check_arg(rows.size() == n && sum_logprobs.size() == n,
             "[whisper] beam search: expected " + std::to_string(n) + " rows");
+  const size_t stride = size_t(k_given);
+  check_arg(top_ids.size() == n * stride && top_logprobs.size() == n * stride,
+            "[whisper] beam search: expected " + std::to_string(n) + " rows of " +
+                std::to_string(k_given) + " candidates");
+  // The reference takes topk(beam_size + 1) of each row (fewer only with a tinier vocabulary).
+  const size_t k = std::min(stride, n + 1);
   // STEP 1: candidates in the reference's dict order (beam by beam, each beam's top-k best
   // first). Equal sequences (all beams are equal at the first step) are one entry: its
   // place is the first insertion, its score and source the last.
@@ -37,21 +75,9 @@ BeamSearch::Step BeamSearch::update(std::vector<std::vector<int32_t>>& rows,
   };
   std::vector<Candidate> cands;
   for (size_t j = 0; j < n; ++j) {
-    const std::vector<float>& lp = logprobs[j];
-    // topk(beam_size + 1): one pass keeping the best k, larger first, lower id on ties.
-    const size_t k = std::min(lp.size(), n + 1);
-    std::vector<int32_t>& top = top_;
-    top.clear();
-    for (size_t i = 0; i < lp.size(); ++i) {
-      if (top.size() == k && !(lp[i] > lp[size_t(top.back())])) continue;
-      if (top.size() == k) top.pop_back();
-      auto at = top.end();
-      while (at != top.begin() && lp[i] > lp[size_t(*(at - 1))]) --at;
-      top.insert(at, int32_t(i));
-    }
     for (size_t t = 0; t < k; ++t) {
-      const int32_t token = top[t];
-      const float score = sum_logprobs[j] + lp[size_t(token)];  // f32, as the tensor sum
+      const int32_t token = top_ids[j * stride + t];
+      const float score = sum_logprobs[j] + top_logprobs[j * stride + t];  // f32, as the tensor sum
       auto same = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) {
         return c.token == token && rows[c.source] == rows[j];
       });

@@ -37,6 +37,12 @@ class BeamSearch {
   // per row, f32 as the reference's tensor (updated in place).
   Step update(std::vector<std::vector<int32_t>>& rows, std::span<const std::vector<float>> logprobs,
               std::vector<float>& sum_logprobs);
+  // The same from each row's k >= beam_size + 1 best tokens, best first (larger
+  // log-probability, lower id on ties), as the engine's masked_topk returns them:
+  // top_ids and top_logprobs [beam_size * k], row by row. Only the first beam_size + 1 of
+  // each row are read.
+  Step update(std::vector<std::vector<int32_t>>& rows, std::span<const int32_t> top_ids,
+              std::span<const float> top_logprobs, int k, std::vector<float>& sum_logprobs);
 
   // The finished sequences in the order they finished, topped up with the unfinished rows
   // (best first, each + <|endoftext|>) while fewer than beam_size finished.
@@ -48,7 +54,10 @@ class BeamSearch {
   int32_t eot_;
   int max_candidates_;
   std::vector<BeamCandidate> finished_;
-  std::vector<int32_t> top_;  // scratch of update()
+  // Scratch of update() from full rows.
+  std::vector<int32_t> top_;
+  std::vector<int32_t> top_ids_;
+  std::vector<float> top_logprobs_;
 };
 
 }  // namespace parley

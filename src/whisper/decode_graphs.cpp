@@ -8,30 +8,38 @@
 
 namespace parley::whisper {
 
-DecodeGraphs::DecodeGraphs(int n_text_ctx)
-    : token_(Tensor::zeros({1}, DType::i32, Device::cuda)),
-      entries_(size_t(n_text_ctx)),
+DecodeGraphs::DecodeGraphs(int n_text_ctx, int rule_width)
+    : input_(Tensor::zeros({1 + rule_width}, DType::i32, Device::cuda)),
+      rule_width_(rule_width),
+      entries_{std::vector<Entry>(size_t(n_text_ctx)), std::vector<Entry>(size_t(n_text_ctx))},
       generation_(cuda::scratch_generation()) {}
+
+Tensor DecodeGraphs::rules() const {
+  return input_.slice0(1, 1 + rule_width_).reshape({1, rule_width_});
+}
 
 bool DecodeGraphs::enabled() {
   const char* v = std::getenv("PARLEY_CUDA_GRAPHS");
   return !(v && std::strcmp(v, "0") == 0);
 }
 
-Tensor DecodeGraphs::step(int offset, const std::function<Tensor()>& forward) {
-  check(offset >= 0 && size_t(offset) < entries_.size(), ErrorKind::internal,
+const std::vector<Tensor>& DecodeGraphs::step(int offset, Kind kind,
+                                              const std::function<std::vector<Tensor>()>& forward) {
+  std::vector<Entry>& entries = entries_[kind == Kind::logits ? 0 : 1];
+  check(offset >= 0 && size_t(offset) < entries.size(), ErrorKind::internal,
         "[whisper] decode graph offset out of range");
   auto drop_if_stale = [this] {
     const uint64_t g = cuda::scratch_generation();
     if (g == generation_) return;
-    for (Entry& e : entries_) e = Entry{};
+    for (auto& of_kind : entries_)
+      for (Entry& e : of_kind) e = Entry{};
     generation_ = g;
   };
   drop_if_stale();
-  Entry& e = entries_[size_t(offset)];
+  Entry& e = entries[size_t(offset)];
   if (e.graph) {
     cuda::launch(*e.graph);
-    return e.logits;
+    return e.outputs;
   }
   // An eager run first grows whatever this step needs (pool blocks, scratch, cuBLAS
   // plans), so the capture allocates nothing; its result is dropped and the fresh graph
@@ -39,7 +47,7 @@ Tensor DecodeGraphs::step(int offset, const std::function<Tensor()>& forward) {
   forward();
   drop_if_stale();
   cuda::begin_capture();
-  Tensor captured;
+  std::vector<Tensor> captured;
   try {
     captured = forward();
   } catch (...) {
@@ -47,9 +55,9 @@ Tensor DecodeGraphs::step(int offset, const std::function<Tensor()>& forward) {
     throw;
   }
   e.graph = cuda::end_capture();
-  e.logits = captured;
+  e.outputs = std::move(captured);
   cuda::launch(*e.graph);
-  return e.logits;
+  return e.outputs;
 }
 
 }  // namespace parley::whisper

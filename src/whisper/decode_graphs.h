@@ -3,6 +3,9 @@
 // they take on the GPU. The first step at a cache offset runs eagerly (which also warms
 // the pools, cuBLAS plans and scratch it needs), then the same work is captured into a
 // graph; every later step at that offset, in any window, replays the graph with one launch.
+// Two kinds of step have graphs of their own: one that returns the logits, and one that also
+// makes the token choice on the device (masked_topk with k = 1, WhisperSession::decode_choose),
+// whose only inputs are the token and its rule row, uploaded together.
 //
 // Why replay is safe: a step's shapes and pointers depend only on its offset. Weights, KV
 // caches, cross-attention K/V and the token buffer below never move; the step's scratch
@@ -27,23 +30,30 @@ namespace parley::whisper {
 
 class DecodeGraphs {
  public:
-  explicit DecodeGraphs(int n_text_ctx);
+  DecodeGraphs(int n_text_ctx, int rule_width);
   // Whether graphs are on for new sessions (the PARLEY_CUDA_GRAPHS environment variable).
   static bool enabled();
 
-  // i32 [1] on the device: the token id a single-token step reads (the graph's input).
-  Tensor& token() { return token_; }
-  // The f32 logits [1, n_vocab] of the step at `offset` (device memory, valid until the
-  // next step): replays its graph, or runs `forward` and captures it for next time.
-  Tensor step(int offset, const std::function<Tensor()>& forward);
+  // i32 [1 + rule_width] on the device: the token id a single-token step reads, then the rule
+  // row of its token choice (the graphs' inputs; one upload).
+  Tensor& input() { return input_; }
+  Tensor token() const { return input_.slice0(0, 1); }  // i32 [1]
+  Tensor rules() const;                                 // i32 [1, rule_width]
+
+  enum class Kind { logits, choice };
+  // The outputs of the step at `offset` (device memory, valid until the next step of that
+  // kind): replays its graph, or runs `forward` and captures it for next time.
+  const std::vector<Tensor>& step(int offset, Kind kind,
+                                  const std::function<std::vector<Tensor>()>& forward);
 
  private:
   struct Entry {
     std::shared_ptr<cuda::Graph> graph;
-    Tensor logits;  // the captured step's output buffer
+    std::vector<Tensor> outputs;  // the captured step's output buffers
   };
-  Tensor token_;
-  std::vector<Entry> entries_;  // by offset
+  Tensor input_;
+  int rule_width_ = 0;
+  std::vector<Entry> entries_[2];  // by kind, then offset
   uint64_t generation_ = 0;
 };
 

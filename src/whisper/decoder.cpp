@@ -18,6 +18,7 @@
 // positions too; a step runs all rows as one [B, d] batch (one GEMM per weight,
 // cross-attention as B queries of the shared audio K/V, self-attention as one
 // attention_tokens call whose k/v batch_index maps each row to its slot).
+#include <algorithm>
 #include <cstring>
 
 #include "engine/error.h"
@@ -25,8 +26,10 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
+#include "whisper/logit_filters.h"
 #include "whisper/model.h"
 
 namespace parley {
@@ -96,24 +99,17 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   linear_residual(attn.reshape({b, d}), l.self_out, x);
 }
 
-// Logits f32 [T, n_vocab] on the CPU of the final hidden states x [T, d] (decode_rows; decode()
-// keeps its own copy of these steps so the two can change apart).
-Tensor logits_of(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
-                 int64_t n_vocab, Device dev) {
-  const int64_t t = x.dim(0);
-  const Tensor out = layer_norm(pool, x, w.decoder_ln);  // [T, d]
-  // f32 out of the GEMM whatever the weights' dtype, as in decode(): 16-bit logits would
-  // flip argmaxes between near-equal candidates.
-  const bool direct = dev == Device::cpu;
-  Tensor logits = direct ? host_pool.alloc({t, n_vocab}, DType::f32)
-                         : pool.alloc({t, n_vocab}, DType::f32);  // [T, n_vocab]
+// Logits f32 [T, n_vocab] on x's device of the final hidden states x [T, d]: the final
+// LayerNorm, then the GEMM against the token embedding. f32 out of the GEMM whatever the
+// weights' dtype (f32 accumulation): 16-bit logits would flip argmaxes between near-equal
+// candidates.
+Tensor logits_of(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
+  const Tensor out = layer_norm(pool, x, w.decoder_ln);         // [T, d]
+  Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
   MatmulOptions opt;
   opt.trans_b = true;
   matmul(out, w.token_embedding, logits, opt);
-  if (direct) return logits;
-  Tensor host = host_pool.alloc(logits.shape(), DType::f32);
-  host.copy_from(logits);
-  return host;
+  return logits;
 }
 
 }  // namespace
@@ -191,7 +187,7 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
   row_slot_.swap(next);
 }
 
-Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
+Tensor WhisperSession::rows_logits(std::span<const int32_t> tokens) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
@@ -224,16 +220,46 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
   n_cached_ = int(offset + 1);
-  return logits_of(pool_, host_pool_, x, w, c.n_vocab, dev);
+  return logits_of(pool_, x, w, c.n_vocab);
+}
+
+Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
+  const Tensor logits = rows_logits(tokens);
+  if (logits.device() == Device::cpu) return logits;
+  Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
+  host.copy_from(logits);
+  return host;
+}
+
+Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
+                                   const Tensor* row_ids, int64_t n_out) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t d = c.n_text_state;
+  Tensor x = pool_.alloc({t, d}, model_->dtype());  // [T, d]
+  embedding(w.token_embedding, ids, x);
+  add(x, w.decoder_positions.slice0(offset, offset + t), x);
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const DecoderLayerWeights& layer = w.decoder_layers[i];
+    decoder_self_attention(pool_, x, layer, cache_[i].self_qkv, offset, c.n_text_head);
+    decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
+    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+  }
+  if (row_ids) {
+    Tensor picked = pool_.alloc({n_out, d}, x.dtype());
+    embedding(x, *row_ids, picked);  // a row gather (LayerNorm is per row: gather first)
+    x = picked;
+  }
+  return logits_of(pool_, x, w, c.n_vocab);
 }
 
 Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const int64_t> rows) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
   check_arg(encoded_, "[whisper] decode: call encode() first");
-  const int64_t t = int64_t(tokens.size()), d = c.n_text_state, offset = n_cached_;
+  const int64_t t = int64_t(tokens.size()), offset = n_cached_;
   check_arg(t > 0, "[whisper] decode: no tokens");
   check_arg(offset + t <= c.n_text_ctx,
             "[whisper] decode: " + std::to_string(offset) + " cached + " + std::to_string(t) +
@@ -244,67 +270,86 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const i
                                    " outside [0, " + std::to_string(t) + ")");
   check_arg(!rows_active(), "[whisper] decode: rows are in use (fork); use decode_rows");
   n_rows_ = 0;  // rows of an earlier window end here
-  const DType dt = model_->dtype();
   const Device dev = model_->device();
 
   // A single-token step on CUDA replays a captured graph of the whole forward pass
   // (decode_graphs.h); its token id then lives in the graphs' fixed device buffer.
   const bool graphed = graphs_ && t == 1 && rows.empty();
-  Tensor ids_host = host_pool_.alloc({t}, DType::i32);
-  std::memcpy(ids_host.raw(), tokens.data(), tokens.size_bytes());
-  Tensor ids = ids_host;
-  if (dev != Device::cpu) {
-    ids = graphed ? graphs_->token() : pool_.alloc({t}, DType::i32);
-    ids.copy_from(ids_host);
-  }
-  const bool direct = dev == Device::cpu;
+  Tensor ids = graphed ? graphs_->token() : ids_on_device(pool_, host_pool_, tokens, dev);
+  if (graphed) ids.copy_from(ids_on_device(pool_, host_pool_, tokens, Device::cpu));
   // The positions whose logits are wanted, gathered before the vocabulary GEMM.
   Tensor row_ids;
   if (!rows.empty()) {
-    Tensor host = host_pool_.alloc({int64_t(rows.size())}, DType::i32);
-    for (size_t k = 0; k < rows.size(); ++k) host.data<int32_t>()[k] = int32_t(rows[k]);
-    row_ids = host;
-    if (!direct) {
-      row_ids = pool_.alloc(host.shape(), DType::i32);
-      row_ids.copy_from(host);
-    }
+    std::vector<int32_t> picked(rows.begin(), rows.end());
+    row_ids = ids_on_device(pool_, host_pool_, picked, dev);
   }
   const int64_t n_out = rows.empty() ? t : int64_t(rows.size());
-
-  // Device work only from here to the logits (no host copies: it may be captured).
-  auto forward = [&]() -> Tensor {
-    Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
-    embedding(w.token_embedding, ids, x);
-    add(x, w.decoder_positions.slice0(offset, offset + t), x);
-
-    for (size_t i = 0; i < cache_.size(); ++i) {
-      const DecoderLayerWeights& layer = w.decoder_layers[i];
-      decoder_self_attention(pool_, x, layer, cache_[i].self_qkv, offset, c.n_text_head);
-      decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
-      mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
-    }
-
-    Tensor out = layer_norm(pool_, x, w.decoder_ln);  // [T, d]
-    if (!rows.empty()) {
-      Tensor picked = pool_.alloc({n_out, d}, dt);
-      embedding(out, row_ids, picked);  // a row gather
-      out = picked;
-    }
-    // Logits come out of the GEMM in f32 whatever the weights' dtype (f32 accumulation):
-    // rounding them to f16/bf16 would flip argmaxes between near-equal candidates.
-    Tensor logits = direct ? host_pool_.alloc({n_out, c.n_vocab}, DType::f32)
-                           : pool_.alloc({n_out, c.n_vocab}, DType::f32);  // [rows, n_vocab]
-    MatmulOptions opt;
-    opt.trans_b = true;
-    matmul(out, w.token_embedding, logits, opt);
-    return logits;
+  auto forward = [&]() -> std::vector<Tensor> {
+    return {step_logits(ids, t, offset, rows.empty() ? nullptr : &row_ids, n_out)};
   };
-  const Tensor logits = graphed ? graphs_->step(int(offset), forward) : forward();
+  const Tensor logits =
+      graphed ? graphs_->step(int(offset), DecodeGraphs::Kind::logits, forward)[0] : forward()[0];
   n_cached_ = int(offset + t);
-  if (direct) return logits;
+  if (dev == Device::cpu) return logits;
   Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
   host.copy_from(logits);
   return host;
+}
+
+const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int32_t> tokens,
+                                                             std::span<const int32_t> always,
+                                                             std::span<const int32_t> rules,
+                                                             int k) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const int64_t n = int64_t(tokens.size());
+  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, c.n_vocab),
+            "[whisper] decode_choose: k = " + std::to_string(k) + " is out of range");
+  check_arg(int64_t(rules.size()) == n * kRuleWidth,
+            "[whisper] decode_choose: " + std::to_string(rules.size()) + " rule values for " +
+                std::to_string(n) + " rows of " + std::to_string(kRuleWidth));
+  const Device dev = model_->device();
+  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
+  const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
+  const bool rows = rows_active();
+  // One upload for the tokens and the rule rows: i32 [n + n * width].
+  Tensor host = host_pool_.alloc({n + n * kRuleWidth}, DType::i32);
+  std::copy(tokens.begin(), tokens.end(), host.data<int32_t>());
+  std::copy(rules.begin(), rules.end(), host.data<int32_t>() + n);
+  auto choose = [&](const Tensor& logits, const Tensor& rule_rows) -> std::vector<Tensor> {
+    Tensor lp = pool_.alloc({n, int64_t(k)}, DType::f32),
+           ids = pool_.alloc({n, int64_t(k)}, DType::i32);
+    masked_topk(logits, &mask, rule_rows, k, lp, ids);
+    return {ids, lp};
+  };
+  std::vector<Tensor> out;
+  if (rows) {
+    Tensor input = pool_.alloc(host.shape(), DType::i32);
+    input.copy_from(host);
+    out = choose(rows_logits(tokens), input.slice0(n, n + n * kRuleWidth).reshape({n, kRuleWidth}));
+  } else {
+    g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+    check_arg(encoded_, "[whisper] decode_choose: call encode() first");
+    check_arg(n == 1, "[whisper] decode_choose: one token without rows, got " + std::to_string(n));
+    const int64_t offset = n_cached_;
+    check_arg(offset + 1 <= c.n_text_ctx, "[whisper] decode_choose: the text context of " +
+                                              std::to_string(c.n_text_ctx) + " is full");
+    check_token_ids(tokens, c.n_vocab, "[whisper] decode_choose");
+    n_rows_ = 0;
+    const bool graphed = graphs_ && k == 1;
+    Tensor input = graphed ? graphs_->input() : pool_.alloc(host.shape(), DType::i32);
+    if (dev == Device::cpu)
+      input = host;
+    else
+      input.copy_from(host);
+    const Tensor ids = input.slice0(0, 1);
+    const Tensor rule_rows = input.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
+    auto forward = [&] { return choose(step_logits(ids, 1, offset, nullptr, 1), rule_rows); };
+    out = graphed ? graphs_->step(int(offset), DecodeGraphs::Kind::choice, forward) : forward();
+    n_cached_ = int(offset + 1);
+  }
+  read_choices(out[0], out[1], choices_.ids, choices_.logprobs);
+  return choices_;
 }
 
 }  // namespace parley

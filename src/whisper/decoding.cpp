@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "engine/error.h"
+#include "engine/ops/reduce.h"
 #include "whisper/beam_search.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
@@ -94,6 +97,46 @@ Tensor SessionLogitsSource::decode_rows(std::span<const int32_t> tokens) {
 }
 void SessionLogitsSource::reorder_rows(std::span<const int32_t> source) {
   session_.reorder_rows(source);
+}
+
+bool SessionLogitsSource::chooses_on_device() const {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARLEY_DEVICE_CHOICE");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return enabled && session_.model().device() != Device::cpu;
+}
+
+void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
+                                        std::span<const int32_t> always,
+                                        std::span<const int32_t> rules, int k,
+                                        std::vector<int32_t>& ids, std::vector<float>& logprobs) {
+  const WhisperSession::Choices& c = session_.decode_choose(tokens, always, rules, k);
+  ids = c.ids;
+  logprobs = c.logprobs;
+}
+
+void LogitsSource::decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
+                                 std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
+                                 std::vector<float>& logprobs) {
+  const int64_t n = int64_t(tokens.size());
+  check_arg(int64_t(rules.size()) == n * kRuleWidth,
+            "[whisper] decode_choose: " + std::to_string(rules.size()) + " rule values for " +
+                std::to_string(n) + " rows");
+  const Tensor logits = n == 1 ? decode(tokens) : decode_rows(tokens);
+  check_logits(logits, n, logits.dim(1));
+  Tensor mask = Tensor::zeros({logits.dim(1)}, DType::i8);
+  for (int32_t id : always) {
+    check_arg(id >= 0 && id < logits.dim(1),
+              "[whisper] decode_choose: suppressed id " + std::to_string(id) + " out of range");
+    mask.data<int8_t>()[id] = 1;
+  }
+  Tensor rule_rows = Tensor::empty({n, kRuleWidth}, DType::i32);
+  std::copy(rules.begin(), rules.end(), rule_rows.data<int32_t>());
+  Tensor lp = Tensor::empty({n, k}, DType::f32), top = Tensor::empty({n, k}, DType::i32);
+  masked_topk(logits, &mask, rule_rows, k, lp, top);
+  ids.assign(top.data<int32_t>(), top.data<int32_t>() + n * k);
+  logprobs.assign(lp.data<float>(), lp.data<float>() + n * k);
 }
 
 Tensor LogitsSource::decode_selected(std::span<const int32_t> tokens,
@@ -405,9 +448,19 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   std::vector<std::vector<float>> logits(static_cast<size_t>(n_group));
   std::vector<std::vector<float>> logprobs(beam ? size_t(n_group) : 0);
   std::vector<int32_t> last(static_cast<size_t>(n_group));
+  // Steps after the first may make the choice on the source's device (greedy and beam
+  // search; sampling draws on the host): the filters go there as masked_topk's inputs.
+  const bool on_device =
+      source.chooses_on_device() && (beam || (n_group == 1 && options.temperature == 0.0f));
+  const std::vector<int32_t> always = on_device ? always_masked(filters) : std::vector<int32_t>{};
+  const int top_k = beam ? options.beam_size + 1 : 1;
+  std::vector<int32_t> rules, chosen_ids;
+  std::vector<float> chosen_logprobs;
+  StepRule rule;
   for (int i = 0; i < sample_len; ++i) {
     check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
           "[whisper] decoding cancelled");
+    bool chosen = false;  // the step's choice came from decode_choose
     if (i == 0) {
       // The initial tokens are the same for every row: one pass, then the rows share them.
       // Two rows of it are read: no_speech_prob at <|startoftranscript|>, the first token.
@@ -421,28 +474,53 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       if (n_group > 1) source.fork(n_group);
     } else {
       for (size_t r = 0; r < size_t(n_group); ++r) last[r] = rows.tokens[r].back();
-      const Tensor out = n_group == 1 ? source.decode(std::span<const int32_t>(last.data(), 1))
-                                      : source.decode_rows(last);
-      check_logits(out, n_group, n_vocab);
-      for (size_t r = 0; r < size_t(n_group); ++r) {
-        const auto row = row_of(out, int64_t(r));
-        logits[r].assign(row.begin(), row.end());
+      if (on_device) {
+        rules.clear();
+        chosen = true;
+        for (size_t r = 0; r < size_t(n_group) && chosen; ++r) {
+          chosen = step_rule(filters, rows.tokens[r], rule);
+          rules.insert(rules.end(), rule.v.begin(), rule.v.end());
+        }
+      }
+      if (chosen) {
+        source.decode_choose(last, always, rules, top_k, chosen_ids, chosen_logprobs);
+      } else {
+        const Tensor out = n_group == 1 ? source.decode(std::span<const int32_t>(last.data(), 1))
+                                        : source.decode_rows(last);
+        check_logits(out, n_group, n_vocab);
+        for (size_t r = 0; r < size_t(n_group); ++r) {
+          const auto row = row_of(out, int64_t(r));
+          logits[r].assign(row.begin(), row.end());
+        }
       }
     }
-    for (size_t r = 0; r < size_t(n_group); ++r) {
-      for (const auto& f : filters) f->apply(logits[r], rows.tokens[r]);
+    if (!chosen) {
+      for (size_t r = 0; r < size_t(n_group); ++r) {
+        for (const auto& f : filters) f->apply(logits[r], rows.tokens[r]);
+      }
     }
 
     bool completed = false;
     if (beam) {
-      for (size_t r = 0; r < size_t(n_group); ++r) log_softmax(logits[r], logprobs[r]);
-      const BeamSearch::Step step = beams->update(rows.tokens, logprobs, rows.sum_logprobs);
+      BeamSearch::Step step;
+      if (chosen) {
+        step = beams->update(rows.tokens, chosen_ids, chosen_logprobs, top_k, rows.sum_logprobs);
+      } else {
+        for (size_t r = 0; r < size_t(n_group); ++r) log_softmax(logits[r], logprobs[r]);
+        step = beams->update(rows.tokens, logprobs, rows.sum_logprobs);
+      }
       bool identity = true;
       for (size_t r = 0; r < step.source.size(); ++r) identity &= step.source[r] == int32_t(r);
       if (!identity) source.reorder_rows(step.source);
       completed = step.completed;
     } else {
-      greedy_update(rows, logits, options, eot, i);
+      if (chosen) {
+        // GreedyDecoder.update with the choice made next to the logits (one row, not ended).
+        rows.tokens[0].push_back(chosen_ids[0]);
+        rows.sum_logprobs[0] += chosen_logprobs[0];
+      } else {
+        greedy_update(rows, logits, options, eot, i);
+      }
       if (stream) options.on_token(rows.tokens[0].back());
       completed = std::all_of(rows.tokens.begin(), rows.tokens.end(),
                               [&](const auto& t) { return t.back() == eot; });

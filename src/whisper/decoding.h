@@ -51,6 +51,19 @@ class LogitsSource {
   virtual void fork(int n_rows);
   virtual Tensor decode_rows(std::span<const int32_t> tokens);
   virtual void reorder_rows(std::span<const int32_t> source);
+  // The token choice next to the logits (WhisperSession::decode_choose): true where the
+  // source makes it on its device (CUDA sessions; PARLEY_DEVICE_CHOICE=0 turns it off).
+  // decode_encoded's greedy steps (temperature 0) and beam steps then call decode_choose
+  // instead of decode / decode_rows + the host filters; their tokens are the same.
+  virtual bool chooses_on_device() const { return false; }
+  // One step with the choice: `tokens` one per row (a single token continues decode(),
+  // several continue decode_rows() after fork()), then the engine's masked_topk of each row's
+  // logits with `always` (ids suppressed at every position) and `rules` (kRuleWidth per row,
+  // logit_filters.h); ids and logprobs get the top k of each row, [rows * k]. Default:
+  // decode() / decode_rows(), then masked_topk on the CPU.
+  virtual void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
+                             std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
+                             std::vector<float>& logprobs);
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
   // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
@@ -72,6 +85,10 @@ class SessionLogitsSource : public LogitsSource {
   void fork(int n_rows) override;
   Tensor decode_rows(std::span<const int32_t> tokens) override;
   void reorder_rows(std::span<const int32_t> source) override;
+  bool chooses_on_device() const override;
+  void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
+                     std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
+                     std::vector<float>& logprobs) override;
   int n_text_ctx() const override;
   int n_mels() const override;
   CrossAttentionWeights cross_attention_weights(

@@ -7,6 +7,7 @@
 // attention op does the same, as CTranslate2 does), the same product up to f32 rounding.
 #include "whisper/encoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -78,6 +79,31 @@ Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, 
   Tensor out = pool.alloc(host.shape(), DType::i32);
   out.copy_from(host);
   return out;
+}
+
+const Tensor& SuppressMask::get(std::span<const int32_t> ids, int n_vocab, Device dev) {
+  if (mask_.defined() && std::equal(ids.begin(), ids.end(), ids_.begin(), ids_.end())) return mask_;
+  check_token_ids(ids, n_vocab, "[whisper] decode_choose (suppressed ids)");
+  Tensor host = Tensor::zeros({n_vocab}, DType::i8);
+  for (int32_t id : ids) host.data<int8_t>()[id] = 1;
+  if (!mask_.defined()) mask_ = Tensor::empty({n_vocab}, DType::i8, dev);
+  mask_.copy_from(host);
+  ids_.assign(ids.begin(), ids.end());
+  return mask_;
+}
+
+void read_choices(const Tensor& ids, const Tensor& logprobs, std::vector<int32_t>& out_ids,
+                  std::vector<float>& out_logprobs) {
+  const size_t n = size_t(ids.numel());
+  out_ids.resize(n);
+  out_logprobs.resize(n);
+  if (ids.device() == Device::cpu) {
+    std::copy_n(ids.data<int32_t>(), n, out_ids.data());
+    std::copy_n(logprobs.data<float>(), n, out_logprobs.data());
+  } else {
+    cuda::memcpy_d2h(out_ids.data(), ids.raw(), n * sizeof(int32_t));
+    cuda::memcpy_d2h(out_logprobs.data(), logprobs.raw(), n * sizeof(float));
+  }
 }
 
 void check_token_ids(std::span<const int32_t> tokens, int n_vocab, const std::string& where) {

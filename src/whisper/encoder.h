@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/pool.h"
@@ -46,6 +47,22 @@ Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, 
 // Error(invalid_argument) "<where>: token id N outside [0, n_vocab)" for the first id out of
 // range.
 void check_token_ids(std::span<const int32_t> tokens, int n_vocab, const std::string& where);
+
+// decode_choose's ids suppressed at every position as an i8 [n_vocab] mask on a device,
+// rebuilt only when the ids change, always in the same buffer (graphs that read it stay
+// valid).
+class SuppressMask {
+ public:
+  const Tensor& get(std::span<const int32_t> ids, int n_vocab, Device dev);
+
+ private:
+  Tensor mask_;
+  std::vector<int32_t> ids_;
+};
+
+// masked_topk's outputs, ids i32 and logprobs f32 [rows, k] on any device, to the host.
+void read_choices(const Tensor& ids, const Tensor& logprobs, std::vector<int32_t>& out_ids,
+                  std::vector<float>& out_logprobs);
 
 // Behind whisper_run_counters() (model.h).
 extern std::atomic<uint64_t> g_encoder_runs;

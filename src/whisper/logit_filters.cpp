@@ -26,6 +26,15 @@ void fill(std::span<float> logits, int64_t begin, int64_t end) {
 
 }  // namespace
 
+bool StepRule::add_range(int32_t begin, int32_t end) {
+  if (begin >= end) return true;  // nothing to suppress
+  if (n_ranges == kRuleRanges) return false;
+  v[size_t(1 + 2 * n_ranges)] = begin;
+  v[size_t(2 + 2 * n_ranges)] = end;
+  ++n_ranges;
+  return true;
+}
+
 SuppressBlank::SuppressBlank(const WhisperTokenizer& tokenizer, int sample_begin)
     : blank_(tokenizer.encode(" ")), sample_begin_(sample_begin) {
   blank_.push_back(tokenizer.eot());
@@ -34,6 +43,17 @@ SuppressBlank::SuppressBlank(const WhisperTokenizer& tokenizer, int sample_begin
 void SuppressBlank::apply(std::span<float> logits, std::span<const int32_t> tokens) const {
   if (int64_t(tokens.size()) != sample_begin_) return;
   for (int32_t id : blank_) fill(logits, id, int64_t(id) + 1);
+}
+
+bool SuppressBlank::add_rule(std::span<const int32_t> tokens, StepRule& rule) const {
+  if (int64_t(tokens.size()) != sample_begin_) return true;
+  for (int32_t id : blank_)
+    if (!rule.add_range(id, id + 1)) return false;
+  return true;
+}
+
+void SuppressTokens::always_masked(std::vector<int32_t>& ids) const {
+  ids.insert(ids.end(), ids_.begin(), ids_.end());
 }
 
 void SuppressTokens::apply(std::span<float> logits, std::span<const int32_t>) const {
@@ -87,6 +107,36 @@ void ApplyTimestampRules::apply(std::span<float> logits, std::span<const int32_t
   float max_text = kNegInf;
   for (size_t i = 0; i < tb; ++i) max_text = std::max(max_text, logits[i]);
   if (timestamp_lse > double(max_text)) fill(logits, 0, timestamp_begin_);
+}
+
+void ApplyTimestampRules::always_masked(std::vector<int32_t>& ids) const {
+  ids.push_back(no_timestamps_);
+}
+
+// apply() above as ranges, in its order; the final comparison is masked_topk's split rule.
+bool ApplyTimestampRules::add_rule(std::span<const int32_t> tokens, StepRule& rule) const {
+  const auto sampled = tokens.subspan(std::min(tokens.size(), size_t(std::max(sample_begin_, 0))));
+  const auto is_ts = [&](int32_t t) { return t >= timestamp_begin_; };
+  const bool last_was_timestamp = !sampled.empty() && is_ts(sampled.back());
+  const bool penultimate_was_timestamp = sampled.size() < 2 || is_ts(sampled[sampled.size() - 2]);
+  constexpr int32_t kEnd = std::numeric_limits<int32_t>::max();  // clamped to n_vocab
+  bool ok = true;
+  if (last_was_timestamp)
+    ok &= penultimate_was_timestamp ? rule.add_range(timestamp_begin_, kEnd)
+                                    : rule.add_range(0, eot_);
+  const auto last_ts = std::find_if(sampled.rbegin(), sampled.rend(), is_ts);
+  if (last_ts != sampled.rend()) {
+    const int32_t last = *last_ts;
+    const int32_t limit = (last_was_timestamp && !penultimate_was_timestamp) ? last : last + 1;
+    ok &= rule.add_range(timestamp_begin_, limit);
+  }
+  if (int64_t(tokens.size()) == sample_begin_) {
+    ok &= rule.add_range(0, timestamp_begin_);
+    if (max_initial_timestamp_index_)
+      ok &= rule.add_range(timestamp_begin_ + *max_initial_timestamp_index_ + 1, kEnd);
+  }
+  rule.v[0] = timestamp_begin_;
+  return ok;
 }
 
 std::vector<int32_t> resolve_suppress_tokens(const WhisperTokenizer& tokenizer,
@@ -154,6 +204,22 @@ std::vector<std::unique_ptr<LogitFilter>> make_logit_filters(const WhisperTokeni
     filters.push_back(std::make_unique<ApplyTimestampRules>(tokenizer, sample_begin, max_initial));
   }
   return filters;
+}
+
+std::vector<int32_t> always_masked(std::span<const std::unique_ptr<LogitFilter>> filters) {
+  std::vector<int32_t> ids;
+  for (const auto& f : filters) f->always_masked(ids);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+bool step_rule(std::span<const std::unique_ptr<LogitFilter>> filters,
+               std::span<const int32_t> tokens, StepRule& rule) {
+  rule = StepRule{};
+  for (const auto& f : filters)
+    if (!f->add_rule(tokens, rule)) return false;
+  return true;
 }
 
 }  // namespace parley

@@ -2,8 +2,15 @@
 // token is chosen, exactly as openai/whisper whisper/decoding.py does: SuppressBlank,
 // SuppressTokens, ApplyTimestampRules. Rows are f32 on the host; a suppressed token gets
 // -infinity.
+//
+// The same filters can also be stated as the inputs of the engine's masked_topk
+// (engine/ops/reduce.h), so a device session makes the choice next to the logits and only
+// token ids cross to the host: the ids suppressed at every position (always_masked), and per
+// position a rule row, the timestamp split point and up to kRuleRanges suppressed ranges
+// (add_rule). Both forms suppress the same ids and apply the same timestamp rule.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,12 +22,32 @@ namespace parley {
 
 class WhisperTokenizer;
 
+// One position's rule row for masked_topk: [split, b0, e0, b1, e1, ...]; split <= 0: none;
+// unused pairs are (0, 0).
+constexpr int kRuleRanges = 4;
+constexpr int kRuleWidth = 1 + 2 * kRuleRanges;
+struct StepRule {
+  std::array<int32_t, kRuleWidth> v{};
+  int n_ranges = 0;
+  // Suppresses [begin, end); false when the row is full.
+  bool add_range(int32_t begin, int32_t end);
+};
+
 class LogitFilter {
  public:
   virtual ~LogitFilter() = default;
   // logits: [n_vocab] for the next position; tokens: the whole sequence so far (initial
   // tokens, then the sampled ones).
   virtual void apply(std::span<float> logits, std::span<const int32_t> tokens) const = 0;
+  // The masked_topk form: ids suppressed at every position go to `ids`; the rest, at the
+  // position after `tokens`, into `rule`. add_rule returns false where the filter has no
+  // such form (the caller then applies the filters on the host).
+  virtual void always_masked(std::vector<int32_t>& ids) const { (void)ids; }
+  virtual bool add_rule(std::span<const int32_t> tokens, StepRule& rule) const {
+    (void)tokens;
+    (void)rule;
+    return false;
+  }
 };
 
 // At the first sampled position, suppresses encode(" ") and <|endoftext|>, so a window
@@ -29,6 +56,7 @@ class SuppressBlank : public LogitFilter {
  public:
   SuppressBlank(const WhisperTokenizer& tokenizer, int sample_begin);
   void apply(std::span<float> logits, std::span<const int32_t> tokens) const override;
+  bool add_rule(std::span<const int32_t> tokens, StepRule& rule) const override;
 
  private:
   std::vector<int32_t> blank_;
@@ -40,6 +68,8 @@ class SuppressTokens : public LogitFilter {
  public:
   explicit SuppressTokens(std::vector<int32_t> ids) : ids_(std::move(ids)) {}
   void apply(std::span<float> logits, std::span<const int32_t> tokens) const override;
+  void always_masked(std::vector<int32_t>& ids) const override;
+  bool add_rule(std::span<const int32_t>, StepRule&) const override { return true; }
   const std::vector<int32_t>& ids() const { return ids_; }
 
  private:
@@ -56,6 +86,8 @@ class ApplyTimestampRules : public LogitFilter {
   ApplyTimestampRules(const WhisperTokenizer& tokenizer, int sample_begin,
                       std::optional<int> max_initial_timestamp_index);
   void apply(std::span<float> logits, std::span<const int32_t> tokens) const override;
+  void always_masked(std::vector<int32_t>& ids) const override;
+  bool add_rule(std::span<const int32_t> tokens, StepRule& rule) const override;
 
  private:
   int32_t eot_;
@@ -84,5 +116,11 @@ struct LogitFilterSettings {
 std::vector<std::unique_ptr<LogitFilter>> make_logit_filters(const WhisperTokenizer& tokenizer,
                                                              const LogitFilterSettings& settings,
                                                              int sample_begin);
+
+// The filters' masked_topk form: the ids suppressed at every position (sorted, unique), and
+// the rule row of the position after `tokens` (false when some filter has none there).
+std::vector<int32_t> always_masked(std::span<const std::unique_ptr<LogitFilter>> filters);
+bool step_rule(std::span<const std::unique_ptr<LogitFilter>> filters,
+               std::span<const int32_t> tokens, StepRule& rule);
 
 }  // namespace parley

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
+#include "whisper/logit_filters.h"
 
 namespace parley {
 
@@ -262,7 +263,7 @@ WhisperSession::WhisperSession(std::shared_ptr<const WhisperModel> model)
     constexpr size_t kScratchBytes = size_t(64) << 20;
     cuda::reserve_scratch(kScratchBytes);
     if (whisper::DecodeGraphs::enabled())
-      graphs_ = std::make_shared<whisper::DecodeGraphs>(c.n_text_ctx);
+      graphs_ = std::make_shared<whisper::DecodeGraphs>(c.n_text_ctx, kRuleWidth);
   }
 }
 

@@ -26,7 +26,8 @@ namespace parley {
 
 namespace whisper {
 class DecodeGraphs;  // decode_graphs.h: CUDA graphs of single-token steps
-}
+class SuppressMask;  // encoder.h
+}  // namespace whisper
 
 // Process-wide counts of Whisper forward passes (every model, every session), so tests
 // and /metrics can prove that work did or did not reach the network (the VAD gate).
@@ -162,6 +163,21 @@ class WhisperSession {
   // Keeps the first n cached positions (prompt / prefix reuse); 0 <= n <= n_cached().
   void truncate(int n);
 
+  // One decoder step with the token choice made next to the logits (the engine's
+  // masked_topk, on the model's device): decode() of one token, or decode_rows() of one
+  // token per row while rows are in use, then masked_topk of each row's logits with
+  // `always` (ids suppressed at every position; kept on the device while they stay the same)
+  // and `rules` (kRuleWidth per row, logit_filters.h), keeping each row's top k.
+  // Only the choices cross to the host: ids and log-probabilities [rows * k], valid until
+  // the next call. A single-token step with k = 1 on CUDA replays one graph that includes
+  // the choice, so a greedy step uploads its token and rule row and reads back one id.
+  struct Choices {
+    std::vector<int32_t> ids;
+    std::vector<float> logprobs;
+  };
+  const Choices& decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
+                               std::span<const int32_t> rules, int k);
+
   const WhisperModel& model() const { return *model_; }
 
  private:
@@ -170,6 +186,14 @@ class WhisperSession {
     // it (decoder.cpp); positions [0, n_cached) are valid.
     Tensor self_qkv;
   };
+
+  // decode()'s forward pass on token ids already on the model's device: f32 logits [n_out,
+  // n_vocab] there, of the positions row_ids (i32 on the device; null: all t). Device work
+  // only (a graph may capture it).
+  Tensor step_logits(const Tensor& ids, int64_t t, int64_t offset, const Tensor* row_ids,
+                     int64_t n_out);
+  // decode_rows()'s forward pass: f32 logits [rows, n_vocab] on the model's device.
+  Tensor rows_logits(std::span<const int32_t> tokens);
 
   std::shared_ptr<const WhisperModel> model_;
   Pool pool_;       // scratch on the model's device
@@ -197,6 +221,10 @@ class WhisperSession {
   std::vector<int32_t> row_slot_;      // row -> slot in row_cache_
   std::vector<char> reorder_taken_;    // reorder_rows scratch: slots taken by successors
   std::vector<int32_t> reorder_next_;  // reorder_rows scratch: the next row -> slot map
+
+  // decode_choose.
+  std::shared_ptr<whisper::SuppressMask> choice_mask_;
+  Choices choices_;
 };
 
 }  // namespace parley
