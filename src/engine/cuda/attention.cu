@@ -25,6 +25,7 @@
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
 // heads side by side in rows of any width, e.g. q|k|v of a fused projection.
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "engine/cuda/common.cuh"
@@ -134,40 +135,121 @@ __global__ void __launch_bounds__(kThreadsAttn)
   }
 }
 
-constexpr int kChunk = 64;          // keys per block on the split path
+constexpr int kChunk = 64;          // keys per block on the split path ...
+constexpr int kChunkShort = 128;    // ... or one chunk of up to this many: no merge launch
 constexpr int kThreadsSplit = 128;  // 4 warps
 constexpr int64_t kSplitMaxRows = 4096;
 
-// One block per (chunk c, head h, row r = b * Lq + i). Writes part_m/part_l[(r*H+h)*C+c]
-// and part_o[((r*H+h)*C+c)*Dv + d].
-template <typename T>
-__global__ void __launch_bounds__(kThreadsSplit)
-    attention_split_kernel(const T* q, const T* k, const T* v, float* part_m, float* part_l,
-                           float* part_o, AttnShape s, int64_t chunks) {
-  extern __shared__ float smem[];
-  float* qs = smem;             // [D]
-  float* p = qs + s.d;          // [kChunk]
-  float* partial = p + kChunk;  // [kThreadsSplit]
-  const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
-  const int64_t b = r / s.lq, i = r - b * s.lq;
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  constexpr int kWarps = kThreadsSplit / 32;
-  const int64_t slot = (r * s.heads + h) * chunks + c;
+// Where the split kernels put a chunk's results. With several chunks: part_m/part_l
+// [(r*H+h)*chunks+c] and part_o [((r*H+h)*chunks+c)*Dv + d], merged by a second kernel;
+// with one chunk the kernel normalizes and writes out (the operand of dtype T) itself.
+struct SplitOut {
+  float* part_m;
+  float* part_l;
+  float* part_o;
+  void* out;
+  int64_t chunks;
+  int chunk;  // keys per chunk: kChunk, or kChunkShort when chunks == 1
+};
 
+// Writes a chunk's result: m, l and o[d] for d < Dv come from o_at(d) (every thread of
+// the block calls it, with the same m and l); m == -inf means no visible key.
+template <typename T, typename OAt>
+__device__ __forceinline__ void store_chunk(const SplitOut& so, const AttnShape& s, int64_t slot,
+                                            int64_t b, int64_t h, int64_t i, float m, float l,
+                                            OAt o_at) {
+  const int tid = int(threadIdx.x);
+  if (so.chunks == 1) {
+    T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
+    const float inv = m == -INFINITY ? 0.0f : 1.0f / l;
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit)
+      out_row[d] = dev_from_f32<T>(m == -INFINITY ? 0.0f : o_at(d) * inv);
+    return;
+  }
+  if (tid == 0) {
+    so.part_m[slot] = m;
+    so.part_l[slot] = l;
+  }
+  float* o_out = so.part_o + slot * s.dv;
+  for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = m == -INFINITY ? 0.0f : o_at(d);
+}
+
+// P V for one chunk: sum_j p[j] v[j][d] for j < n, d < dv, handed to store_chunk. Each v
+// row is read by dv / kVec threads (kVec elements of one `Pack` each, dv % kVec == 0) and
+// 128 / (dv / kVec) key groups stride over the keys; the groups' partial rows (partial:
+// [kThreadsSplit * kVec] floats) are added through shared memory. Rows wider than 128
+// packs (kVec == 1 only) take one thread per output instead. Every thread calls it.
+template <typename T, int kVec, typename Store>
+__device__ __forceinline__ void chunk_pv(const float* p, int n, const T* v_head, int64_t v_row,
+                                         int dv, float* partial, Store store) {
+  struct alignas(sizeof(T) * kVec) Pack {
+    T e[kVec];
+  };
+  const int tid = int(threadIdx.x), lanes = dv / kVec;
+  if (lanes > kThreadsSplit) {
+    store([&](int64_t d) {
+      float acc = 0.0f;
+      for (int j = 0; j < n; ++j) acc += p[j] * dev_to_f32(v_head[j * v_row + d]);
+      return acc;
+    });
+    return;
+  }
+  const int groups = kThreadsSplit / lanes, g = tid / lanes, sub = tid % lanes;
+  if (g < groups) {
+    float acc[kVec];
+#pragma unroll
+    for (int x = 0; x < kVec; ++x) acc[x] = 0.0f;
+    const T* v_sub = v_head + sub * kVec;
+    for (int j = g; j < n; j += groups) {
+      const Pack raw = *reinterpret_cast<const Pack*>(v_sub + int64_t(j) * v_row);
+      const float pj = p[j];
+#pragma unroll
+      for (int x = 0; x < kVec; ++x) acc[x] += pj * dev_to_f32(raw.e[x]);
+    }
+#pragma unroll
+    for (int x = 0; x < kVec; ++x) partial[g * dv + sub * kVec + x] = acc[x];
+  }
+  __syncthreads();
+  store([&](int64_t d) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int gi = 0; gi < groups; ++gi) sum += partial[gi * dv + d];
+    return sum;
+  });
+}
+
+// The keys [j0, j0 + n) of chunk c for query i (n <= 0: none).
+__device__ __forceinline__ int chunk_keys(const AttnShape& s, const SplitOut& so, int64_t c,
+                                          int64_t i, int64_t* j0) {
   int64_t end = s.lk;
   if (s.causal) {
     const int64_t last = i + (s.lk - s.lq);
     end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
   }
-  const int64_t j0 = c * kChunk;
-  const int64_t n = end - j0 < kChunk ? end - j0 : kChunk;  // keys of this chunk
-  float* o_out = part_o + slot * s.dv;
-  if (n <= 0) {
-    if (tid == 0) {
-      part_m[slot] = -INFINITY;
-      part_l[slot] = 0.0f;
-    }
-    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = 0.0f;
+  *j0 = c * so.chunk;
+  const int64_t n = end - *j0;
+  return int(n < so.chunk ? (n < 0 ? 0 : n) : so.chunk);
+}
+
+// One block per (chunk c, head h, row r = b * Lq + i).
+template <typename T>
+__global__ void __launch_bounds__(kThreadsSplit)
+    attention_split_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
+  extern __shared__ float smem[];
+  float* qs = smem;                  // [D]
+  float* p = qs + s.d;               // [kChunkShort]
+  float* partial = p + kChunkShort;  // [kThreadsSplit]
+  const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
+  const int64_t b = r / s.lq, i = r - b * s.lq;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = kThreadsSplit / 32;
+  const int64_t slot = (r * s.heads + h) * so.chunks + c;
+  const auto zeros = [](int64_t) { return 0.0f; };
+
+  int64_t j0 = 0;
+  const int n = chunk_keys(s, so, c, i, &j0);
+  if (n == 0) {
+    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   const T* q_row = q + s.q.at(b, h, i);
@@ -175,7 +257,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __syncthreads();
 
   const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
-  for (int64_t j = warp; j < n; j += kWarps) {
+  for (int j = warp; j < n; j += kWarps) {
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
     float dot = 0.0f;
     if (!masked) {
@@ -186,85 +268,47 @@ __global__ void __launch_bounds__(kThreadsSplit)
     if (lane == 0) p[j] = masked ? -INFINITY : dot;
   }
   __syncthreads();
-  // Every thread computes the chunk's max and sum itself (kChunk values in shared memory).
+  // Every thread computes the chunk's max and sum itself (n values in shared memory).
   float m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) m = MaxOp{}(m, p[j]);
+  for (int j = 0; j < n; ++j) m = MaxOp{}(m, p[j]);
   if (m == -INFINITY) {  // every key of the chunk is masked
-    if (tid == 0) {
-      part_m[slot] = -INFINITY;
-      part_l[slot] = 0.0f;
-    }
-    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = 0.0f;
+    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   __syncthreads();  // everyone has read the raw scores
-  for (int64_t j = tid; j < n; j += kThreadsSplit) p[j] = expf(p[j] - m);
+  for (int j = tid; j < n; j += kThreadsSplit) p[j] = expf(p[j] - m);
   __syncthreads();
-  if (tid == 0) {
-    float l = 0.0f;
-    for (int64_t j = 0; j < n; ++j) l += p[j];
-    part_m[slot] = m;
-    part_l[slot] = l;
-  }
+  float l = 0.0f;
+  for (int j = 0; j < n; ++j) l += p[j];
   const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
-  const int64_t groups = s.dv < kThreadsSplit ? kThreadsSplit / s.dv : 1;
-  if (groups == 1) {
-    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < n; ++j) acc += p[j] * dev_to_f32(v_head[j * s.v.row + d]);
-      o_out[d] = acc;
-    }
-    return;
-  }
-  const int64_t g = tid / s.dv, d = tid % s.dv;
-  if (g < groups) {
-    float acc = 0.0f;
-    for (int64_t j = g; j < n; j += groups) acc += p[j] * dev_to_f32(v_head[j * s.v.row + d]);
-    partial[tid] = acc;
-  }
-  __syncthreads();
-  if (tid < s.dv) {
-    float acc = 0.0f;
-    for (int64_t gi = 0; gi < groups; ++gi) acc += partial[gi * s.dv + tid];
-    o_out[tid] = acc;
-  }
+  chunk_pv<T, 1>(p, n, v_head, s.v.row, int(s.dv), partial,
+                 [&](auto o_at) { store_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
 }
 
 // The split path's fast variant for D == Dv == LANES * VEC (16-byte vectors of VEC
 // elements; Whisper's D = 64 in f16/bf16 is 8 lanes per key): a key's dot product takes
 // LANES lanes, one 16-byte load each and a log2(LANES) shuffle reduction, so a warp
-// scores 32 / LANES keys at once; warp 0 takes the chunk's max and sum with shuffles; for
-// P V each thread accumulates VEC outputs over every (128 / LANES)-th key and the key
-// groups' partial rows are summed through shared memory.
+// scores 32 / LANES keys at once; warp 0 takes the chunk's max and sum with shuffles;
+// P V is chunk_pv with 16-byte packs.
 template <typename T, int kLanes>
 __global__ void __launch_bounds__(kThreadsSplit)
-    attention_split_vec_kernel(const T* q, const T* k, const T* v, float* part_m, float* part_l,
-                               float* part_o, AttnShape s, int64_t chunks) {
+    attention_split_vec_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
   constexpr int kVec = 16 / int(sizeof(T));
   constexpr int kDim = kLanes * kVec;
   constexpr int kGroups = kThreadsSplit / kLanes;  // keys in flight per pass
-  __shared__ float p[kChunk];
-  __shared__ float o_part[kGroups][kDim];
-  __shared__ float chunk_max;
+  __shared__ float p[kChunkShort];
+  __shared__ float o_part[kThreadsSplit * kVec];
+  __shared__ float chunk_m, chunk_l;
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
-  const int64_t slot = (r * s.heads + h) * chunks + c;
+  const int64_t slot = (r * s.heads + h) * so.chunks + c;
+  const auto zeros = [](int64_t) { return 0.0f; };
 
-  int64_t end = s.lk;
-  if (s.causal) {
-    const int64_t last = i + (s.lk - s.lq);
-    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
-  }
-  const int64_t j0 = c * kChunk;
-  const int n = int(end - j0 < kChunk ? end - j0 : kChunk);
-  float* o_out = part_o + slot * kDim;
-  if (n <= 0) {
-    if (tid == 0) {
-      part_m[slot] = -INFINITY;
-      part_l[slot] = 0.0f;
-    }
-    for (int d = tid; d < kDim; d += kThreadsSplit) o_out[d] = 0.0f;
+  int64_t j0 = 0;
+  const int n = chunk_keys(s, so, c, i, &j0);
+  if (n == 0) {
+    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
 
@@ -295,48 +339,32 @@ __global__ void __launch_bounds__(kThreadsSplit)
   }
   __syncthreads();
   if (tid < 32) {
-    const float a = lane < n ? p[lane] : -INFINITY;
-    const float a2 = lane + 32 < n ? p[lane + 32] : -INFINITY;
-    const float m = warp_reduce(MaxOp{}(a, a2), MaxOp{});
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = MaxOp{}(m, p[j]);
+    m = warp_reduce(m, MaxOp{});
     float l = 0.0f;
     if (m != -INFINITY) {
-      const float ea = lane < n ? expf(a - m) : 0.0f;
-      const float eb = lane + 32 < n ? expf(a2 - m) : 0.0f;
-      if (lane < n) p[lane] = ea;
-      if (lane + 32 < n) p[lane + 32] = eb;
-      l = warp_reduce(ea + eb, SumOp{});
+      for (int j = lane; j < n; j += 32) {
+        const float e = expf(p[j] - m);
+        p[j] = e;
+        l += e;
+      }
+      l = warp_reduce(l, SumOp{});
     }
     if (lane == 0) {
-      chunk_max = m;
-      part_m[slot] = m;
-      part_l[slot] = l;
+      chunk_m = m;
+      chunk_l = l;
     }
   }
   __syncthreads();
-  if (chunk_max == -INFINITY) {  // every key of the chunk is masked
-    for (int d = tid; d < kDim; d += kThreadsSplit) o_out[d] = 0.0f;
+  const float m = chunk_m, l = chunk_l;
+  if (m == -INFINITY) {  // every key of the chunk is masked
+    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
-  float acc[kVec];
-#pragma unroll
-  for (int x = 0; x < kVec; ++x) acc[x] = 0.0f;
-  const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
-  for (int j = grp; j < n; j += kGroups) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row);
-    const T* e = reinterpret_cast<const T*>(&raw);
-    const float pj = p[j];
-#pragma unroll
-    for (int x = 0; x < kVec; ++x) acc[x] += pj * dev_to_f32(e[x]);
-  }
-#pragma unroll
-  for (int x = 0; x < kVec; ++x) o_part[grp][sub * kVec + x] = acc[x];
-  __syncthreads();
-  for (int d = tid; d < kDim; d += kThreadsSplit) {
-    float sum = 0.0f;
-#pragma unroll 4
-    for (int g = 0; g < kGroups; ++g) sum += o_part[g][d];
-    o_out[d] = sum;
-  }
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
+  chunk_pv<T, kVec>(p, n, v_head, s.v.row, kDim, o_part,
+                    [&](auto o_at) { store_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
 }
 
 // One block per (head h, row r): merges the chunks into out[b, h, i, :].
@@ -372,22 +400,27 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
   const int64_t heads = s.heads, lq = s.lq, lk = s.lk, d = s.d, dv = s.dv;
   const int64_t rows = batch * lq;
   if (rows * heads <= kSplitMaxRows && heads <= 65535) {
-    const int64_t chunks = (lk + kChunk - 1) / kChunk;
-    if (chunks == 0) {  // no keys at all: every row is zeros
+    SplitOut so{};
+    so.chunk = lk <= kChunkShort ? kChunkShort : kChunk;
+    so.chunks = (lk + so.chunk - 1) / so.chunk;
+    so.out = out.raw();
+    if (so.chunks == 0) {  // no keys at all: every row is zeros
       check_cuda(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream()),
                  "cudaMemsetAsync (attention)");
       return;
     }
-    const int64_t slots = rows * heads * chunks;
-    const size_t part_bytes = size_t(slots) * (2 + size_t(dv)) * sizeof(float);
-    const size_t smem = size_t(d + kChunk + kThreadsSplit) * sizeof(float);
+    const size_t smem = size_t(d + kChunkShort + kThreadsSplit) * sizeof(float);
     if (!(smem + kStaticSharedBytes <= shared_memory_optin()))
       throw Error(ErrorKind::unsupported,
                   "[attention] D = " + std::to_string(d) + " is too large for shared memory");
-    Scratch scratch(part_bytes);
-    float* part_m = static_cast<float*>(scratch.data());
-    float* part_l = part_m + slots;
-    float* part_o = part_l + slots;
+    std::optional<Scratch> scratch;  // the chunks' partial results, when there are several
+    if (so.chunks > 1) {
+      const int64_t slots = rows * heads * so.chunks;
+      scratch.emplace(size_t(slots) * (2 + size_t(dv)) * sizeof(float));
+      so.part_m = static_cast<float*>(scratch->data());
+      so.part_l = so.part_m + slots;
+      so.part_o = so.part_l + slots;
+    }
     dispatch_device_float(out.dtype(), kOp, [&](auto tag) {
       using T = decltype(tag);
       const T* tq = static_cast<const T*>(q);
@@ -397,7 +430,7 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
         check_cuda(cudaFuncSetAttribute(attention_split_kernel<T>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                    "cudaFuncSetAttribute (attention shared memory)");
-      const dim3 grid{unsigned(chunks), unsigned(heads), unsigned(rows)};
+      const dim3 grid{unsigned(so.chunks), unsigned(heads), unsigned(rows)};
       constexpr int64_t kVec = 16 / int64_t(sizeof(T));
       // 16-byte loads need every row start aligned: the pointers and each stride.
       uint64_t bits = reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
@@ -407,22 +440,19 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
       const bool aligned = (bits & 15u) == 0;
       const int64_t lanes = d == dv && d % kVec == 0 && aligned ? d / kVec : 0;
       if (lanes == 4)
-        attention_split_vec_kernel<T, 4>
-            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 4><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
       else if (lanes == 8)
-        attention_split_vec_kernel<T, 8>
-            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 8><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
       else if (lanes == 16)
-        attention_split_vec_kernel<T, 16>
-            <<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, part_m, part_l, part_o, s, chunks);
+        attention_split_vec_kernel<T, 16><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
       else
-        attention_split_kernel<T><<<grid, kThreadsSplit, smem, stream()>>>(
-            tq, tk, tv, part_m, part_l, part_o, s, chunks);
+        attention_split_kernel<T><<<grid, kThreadsSplit, smem, stream()>>>(tq, tk, tv, s, so);
       check_launch(kOp);
+      if (so.chunks == 1) return;  // the chunk kernel wrote out
       const int threads = dv >= 128 ? 128 : int((dv + 31) / 32 * 32);
       const dim3 grid2{unsigned(heads), unsigned(rows)};
-      attention_merge_kernel<T>
-          <<<grid2, threads, 0, stream()>>>(part_m, part_l, part_o, out.data<T>(), s, chunks);
+      attention_merge_kernel<T><<<grid2, threads, 0, stream()>>>(so.part_m, so.part_l, so.part_o,
+                                                                 out.data<T>(), s, so.chunks);
     });
     check_launch(kOp);
     return;

@@ -1,13 +1,27 @@
 // layer_norm and rms_norm on CUDA (ops/norm.h): one block per row of D elements.
 // Statistics are two-pass in f32 (mean, then the mean of squared deviations), each a
-// per-thread partial sum and a tree reduction, which keeps the relative error near 1e-7;
-// the row's second and third reads come from L1/L2.
+// per-thread partial sum and a tree reduction, which keeps the relative error near 1e-7.
+//
+// Two kernels:
+//   - norm_reg_kernel, for rows of up to kMaxRegRow elements (Whisper's 1280; a decoder
+//     step is a few rows and latency bound): the row is read once into registers, in
+//     16-byte vectors when D and the pointers allow (else one element at a time, up to
+//     kMaxRegThreads * kRegPerThread elements), and each statistic takes one barrier
+//     (warp shuffles, then every thread adds the warps' partials from shared memory);
+//   - norm_kernel, any D: three strided passes over the row (the second and third reads
+//     come from L1/L2) with block_reduce.
+#include <cstdint>
+
 #include "engine/cuda/common.cuh"
 #include "engine/ops/norm.h"
 
 namespace parley::cuda {
 
 namespace {
+
+constexpr int kMaxRegThreads = 512;
+constexpr int kRegPerThread = 4;      // packs per thread, in registers
+constexpr int64_t kMaxRegRow = 8192;  // elements, for the 16-byte path
 
 // x, out [rows, D]; gamma (and beta for layer_norm) [D].
 template <typename T, bool kRms>
@@ -34,6 +48,87 @@ __global__ void norm_kernel(const T* x, T* out, ParamRef gamma, ParamRef beta, i
   }
 }
 
+// kVec elements loaded and stored as one access (16 bytes, or one element).
+template <typename T, int kVec>
+struct alignas(sizeof(T) * kVec) Pack {
+  T e[kVec];
+};
+
+// The block's sum of v, returned to every thread, with one barrier: `partial` [32] must
+// not be reused by a later call without another barrier in between.
+__device__ __forceinline__ float block_sum_once(float v, float* partial) {
+  v = warp_reduce(v, SumOp{});
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = partial[0];
+  const int warps = int(blockDim.x >> 5);
+  for (int w = 1; w < warps; ++w) r += partial[w];
+  return r;
+}
+
+// x, out [rows, D] with D % kVec == 0 and D / kVec <= blockDim.x * kRegPerThread; pack
+// p of the row is thread p % blockDim.x's (p / blockDim.x)-th.
+template <typename T, int kVec, bool kRms>
+__global__ void __launch_bounds__(kMaxRegThreads)
+    norm_reg_kernel(const T* x, T* out, ParamRef gamma, ParamRef beta, int d, float eps) {
+  __shared__ float partial_sum[32];
+  __shared__ float partial_sq[32];
+  using P = Pack<T, kVec>;
+  const int packs = d / kVec;
+  const P* row = reinterpret_cast<const P*>(x + int64_t(blockIdx.x) * d);
+  P* out_row = reinterpret_cast<P*>(out + int64_t(blockIdx.x) * d);
+  float v[kRegPerThread][kVec];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRegPerThread; ++k) {
+    const int p = int(threadIdx.x) + k * int(blockDim.x);
+    if (p < packs) {
+      const P raw = row[p];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        v[k][e] = dev_to_f32(raw.e[e]);
+        sum += v[k][e];
+      }
+    }
+  }
+  float mean = 0.0f;
+  if (!kRms) mean = block_sum_once(sum, partial_sum) / float(d);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRegPerThread; ++k) {
+    const int p = int(threadIdx.x) + k * int(blockDim.x);
+    if (p < packs) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const float c = v[k][e] - mean;
+        sq += c * c;
+      }
+    }
+  }
+  const float inv = 1.0f / sqrtf(block_sum_once(sq, partial_sq) / float(d) + eps);
+#pragma unroll
+  for (int k = 0; k < kRegPerThread; ++k) {
+    const int p = int(threadIdx.x) + k * int(blockDim.x);
+    if (p < packs) {
+      P res;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const int64_t i = int64_t(p) * kVec + e;
+        float y = (v[k][e] - mean) * inv * load_param(gamma, i);
+        if (!kRms) y += load_param(beta, i);
+        res.e[e] = dev_from_f32<T>(y);
+      }
+      out_row[p] = res;
+    }
+  }
+}
+
+// Threads for `packs` packs a row: one pack each up to kMaxRegThreads, whole warps.
+int reg_threads(int64_t packs) {
+  const int64_t t = (packs + 31) / 32 * 32;
+  return int(t < kMaxRegThreads ? t : kMaxRegThreads);
+}
+
 template <bool kRms>
 void launch_norm(const Tensor& x, ParamRef gamma, ParamRef beta, float eps, Tensor& out,
                  const char* op) {
@@ -41,11 +136,23 @@ void launch_norm(const Tensor& x, ParamRef gamma, ParamRef beta, float eps, Tens
   if (x.numel() == 0 || d == 0) return;
   const int64_t rows = x.numel() / d;
   check_rows(rows, op);
-  const int threads = threads_for_row(d);
   dispatch_device_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    norm_kernel<T, kRms>
-        <<<unsigned(rows), threads, 0, stream()>>>(x.data<T>(), out.data<T>(), gamma, beta, d, eps);
+    constexpr int kVec = 16 / int(sizeof(T));
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const bool aligned =
+        ((reinterpret_cast<uintptr_t>(px) | reinterpret_cast<uintptr_t>(po)) & 15u) == 0;
+    if (aligned && d % kVec == 0 && d <= kMaxRegRow) {  // rows of whole 16-byte packs
+      norm_reg_kernel<T, kVec, kRms><<<unsigned(rows), reg_threads(d / kVec), 0, stream()>>>(
+          px, po, gamma, beta, int(d), eps);
+    } else if (d <= int64_t(kMaxRegThreads) * kRegPerThread) {
+      norm_reg_kernel<T, 1, kRms>
+          <<<unsigned(rows), reg_threads(d), 0, stream()>>>(px, po, gamma, beta, int(d), eps);
+    } else {
+      norm_kernel<T, kRms>
+          <<<unsigned(rows), threads_for_row(d), 0, stream()>>>(px, po, gamma, beta, d, eps);
+    }
   });
   check_launch(op);
 }
