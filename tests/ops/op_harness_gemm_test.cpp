@@ -164,6 +164,40 @@ TEST_P(Matmul, Batched3DWith3DB) {
        .bias_f32 = true});
 }
 
+// Decoder-step shapes: at most 8 rows against a [N, K] weight, which CUDA runs in f16/bf16
+// through its skinny-GEMM kernel (gemv.cu) when K is a multiple of 8. N below and not a
+// multiple of a block's columns, K of one to twenty vectors per lane, a 3-D a folded into
+// 8 rows, every epilogue (bias f32 or 16-bit, beta 1 as in a residual add, alpha, c f32).
+TEST_P(Matmul, DecodeRows) {
+  run({.m = 1, .n = 3, .k = 64, .trans_b = true, .bias = true});
+  run({.m = 2, .n = 384, .k = 1280, .trans_b = true, .bias = true});
+  run({.m = 5, .n = 3840, .k = 1280, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 8,
+       .n = 384,
+       .k = 5120,
+       .trans_b = true,
+       .bias = true,
+       .c_f32 = true,
+       .bias_f32 = true});
+  run({.m = 5, .n = 385, .k = 5120, .trans_b = true, .beta = 1.0f, .c_f32 = true});
+  run({.m = 2, .n = 3840, .k = 1280, .trans_b = true, .bias = true, .bias_f32 = true});
+  run({.m = 3, .n = 3, .k = 1280, .trans_b = true, .alpha = 0.5f, .beta = 0.75f, .bias = true});
+  run({.m = 8,
+       .n = 387,
+       .k = 64,
+       .trans_b = true,
+       .alpha = -1.5f,
+       .beta = 1.0f,
+       .bias = true,
+       .bias_f32 = true});
+  run({.batch = 2, .m = 4, .n = 384, .k = 1280, .trans_b = true, .beta = 1.0f, .bias = true});
+  // The vocabulary projection (Whisper small's K), logits in f32.
+  run({.m = 1, .n = 51866, .k = 768, .trans_b = true, .c_f32 = true});
+  // Just outside the kernel's shapes: cuBLAS again.
+  run({.m = 9, .n = 384, .k = 64, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 2, .n = 384, .k = 60, .trans_b = true, .bias = true});
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, Matmul, ::testing::ValuesIn(op_params()), op_param_name);
 
 // ---------------------------------------------------------------------------- conv1d

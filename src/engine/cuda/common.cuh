@@ -197,6 +197,11 @@ struct GemmArgs {
 };
 void gemm(const GemmArgs& g, const char* op);
 
+// The skinny-GEMM path (gemv.cu) for g.m <= 8 rows against a 2-D trans_b f16/bf16 weight
+// (decoder steps), bias [N] (f32 or c's dtype, absent when ptr is null) added before
+// beta * c. Returns false, launching nothing, when g is not a shape it takes.
+bool gemv(const GemmArgs& g, ParamRef bias, const char* op);
+
 // c[r, j] = beta * c[r, j] + bias[r % channels if per_row else j] for a rows x cols matrix
 // of c_type (beta == 0 ignores c's old contents, NaN included; bias may be absent).
 void scale_add_bias(void* c, DType c_type, int64_t rows, int64_t cols, float beta, ParamRef bias,

@@ -6,6 +6,11 @@
 // through cuBLASLt with the bias in the epilogue, d = alpha a op(b) + beta c + bias, one
 // pass over c instead of a bias pass before the GEMM; plans (descriptors and the
 // heuristic's algorithm) are cached per shape. f32 (the parity path) keeps cublasGemmEx.
+//
+// Before both, a decoder step's Linear layers (at most 8 rows of f16/bf16 against a 2-D
+// trans_b weight, K a multiple of 8, 16-byte aligned) take gemv.cu's memory-bound kernel,
+// which streams the weight at close to full bandwidth where cuBLAS does not; bias, alpha
+// and beta are applied in its epilogue.
 #include <cublasLt.h>
 
 #include <climits>
@@ -197,6 +202,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   if (rows == 0 || g.n == 0) return;
   g.alpha = opt.alpha;
   g.beta = opt.beta;
+  if (g.k > 0 && gemv(g, param_ref(opt.bias), kOp)) return;
   if (opt.bias && g.batch == 1 && g.k > 0 && g.ab_type != DType::f32 && g.c_type == g.ab_type &&
       opt.bias->dtype() == g.c_type && gemm_bias_lt(g, opt.bias->raw()))
     return;
