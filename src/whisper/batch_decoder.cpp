@@ -22,6 +22,7 @@
 #include "engine/ops/transpose.h"
 #include "whisper/batch_session.h"
 #include "whisper/encoder.h"
+#include "whisper/logit_filters.h"
 #include "whisper/model.h"
 
 namespace parley {
@@ -368,6 +369,30 @@ const std::vector<int32_t>& WhisperBatchSession::step_argmax(std::span<const int
   }
   std::memcpy(argmax_.data(), ids.data<int32_t>(), size_t(n) * sizeof(int32_t));
   return argmax_;
+}
+
+void WhisperBatchSession::step_choose(std::span<const int32_t> slots,
+                                      std::span<const int32_t> tokens,
+                                      std::span<const int32_t> always,
+                                      std::span<const int32_t> rules, int k,
+                                      std::vector<int32_t>& ids, std::vector<float>& logprobs) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const int64_t n = int64_t(slots.size());
+  check_arg(int64_t(rules.size()) == n * kRuleWidth,
+            "[whisper] step_choose: " + std::to_string(rules.size()) + " rule values for " +
+                std::to_string(n) + " rows of " + std::to_string(kRuleWidth));
+  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, c.n_vocab),
+            "[whisper] step_choose: k = " + std::to_string(k) + " is out of range");
+  const Device dev = model_->device();
+  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
+  const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
+  const Tensor rule_rows = ids_on_device(pool_, host_pool_, rules, dev).reshape({n, kRuleWidth});
+  const Tensor logits = step_on_device(slots, tokens);
+  Tensor lp = pool_.alloc({n, int64_t(k)}, DType::f32);
+  Tensor top = pool_.alloc({n, int64_t(k)}, DType::i32);
+  masked_topk(logits, &mask, rule_rows, k, lp, top);
+  read_choices(top, lp, ids, logprobs);
 }
 
 }  // namespace parley

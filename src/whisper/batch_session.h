@@ -26,6 +26,9 @@
 namespace parley {
 
 class WhisperModel;
+namespace whisper {
+class SuppressMask;  // encoder.h
+}
 
 class WhisperBatchSession {
  public:
@@ -64,6 +67,14 @@ class WhisperBatchSession {
   const std::vector<int32_t>& step_argmax(std::span<const int32_t> slots,
                                           std::span<const int32_t> tokens);
 
+  // step() with the token choice next to the logits (WhisperSession::decode_choose's rules):
+  // masked_topk of each row's logits with `always` (ids suppressed at every position) and
+  // `rules` (kRuleWidth per row, logit_filters.h); ids and logprobs get each row's top k,
+  // [n * k]; only those cross to the host.
+  void step_choose(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                   std::span<const int32_t> always, std::span<const int32_t> rules, int k,
+                   std::vector<int32_t>& ids, std::vector<float>& logprobs);
+
   // Drops the slot's cached tokens, keeps its audio.
   void reset(int slot);
   int n_cached(int slot) const;
@@ -95,8 +106,9 @@ class WhisperBatchSession {
   // Per-step scratch, reused (no growth in the step loop).
   std::vector<int32_t> positions_;
   std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)
-  std::vector<std::pair<int64_t, int64_t>> runs_;  // [begin, end) rows of consecutive slots
-  std::vector<int32_t> argmax_;                    // step_argmax's result
+  std::vector<std::pair<int64_t, int64_t>> runs_;       // [begin, end) rows of consecutive slots
+  std::vector<int32_t> argmax_;                         // step_argmax's result
+  std::shared_ptr<whisper::SuppressMask> choice_mask_;  // step_choose's `always`
 };
 
 }  // namespace parley

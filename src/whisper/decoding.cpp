@@ -99,12 +99,16 @@ void SessionLogitsSource::reorder_rows(std::span<const int32_t> source) {
   session_.reorder_rows(source);
 }
 
-bool SessionLogitsSource::chooses_on_device() const {
+bool device_choice_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("PARLEY_DEVICE_CHOICE");
     return !(v && std::string_view(v) == "0");
   }();
-  return enabled && session_.model().device() != Device::cpu;
+  return enabled;
+}
+
+bool SessionLogitsSource::chooses_on_device() const {
+  return device_choice_enabled() && session_.model().device() != Device::cpu;
 }
 
 void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
@@ -345,9 +349,24 @@ struct WindowSearch::State {
   WindowPlan plan;
   Rows rows;
   std::vector<float> logits;
+  std::vector<int32_t> always;  // the filters' ids suppressed at every position
   int step = 0;
   bool done = false;
   DecodingResult result;
+
+  // After the step's token joined rows: streaming, the stopping rules, the result.
+  void after_token() {
+    const int32_t eot = tokenizer.eot();
+    if (options.on_token) options.on_token(rows.tokens[0].back());
+    const bool completed = rows.tokens[0].back() == eot;
+    ++step;
+    if (completed || int(rows.tokens[0].size()) > n_ctx || step >= plan.sample_len) {
+      done = true;
+      std::vector<BeamCandidate> cands{{rows.tokens[0], rows.sum_logprobs[0]}};
+      cands[0].tokens.push_back(eot);  // GreedyDecoder.finalize pads with one
+      finalize(result, tokenizer, options, std::move(cands), plan.sample_begin);
+    }
+  }
 };
 
 WindowSearch::WindowSearch(const WhisperTokenizer& tokenizer, const DecodingOptions& options,
@@ -358,6 +377,7 @@ WindowSearch::WindowSearch(const WhisperTokenizer& tokenizer, const DecodingOpti
             "[whisper] WindowSearch: one candidate only (no beam_size, best_of <= 1)");
   s_ = std::make_unique<State>(tokenizer, options, n_text_ctx);
   s_->plan = plan_window(tokenizer, options, *options.language, n_text_ctx);
+  s_->always = parley::always_masked(s_->plan.filters);
   s_->rows = Rows{{s_->plan.initial}, {0.0f}};
   s_->result.temperature = options.temperature;
   s_->result.language = *options.language;
@@ -395,17 +415,28 @@ void WindowSearch::next(std::span<const float> logits) {
   // The body of decode_encoded's loop for one candidate.
   s.logits.assign(logits.begin(), logits.end());
   for (const auto& f : s.plan.filters) f->apply(s.logits, s.rows.tokens[0]);
-  const int32_t eot = s.tokenizer.eot();
-  greedy_update(s.rows, std::span<const std::vector<float>>(&s.logits, 1), s.options, eot, s.step);
-  if (s.options.on_token) s.options.on_token(s.rows.tokens[0].back());
-  const bool completed = s.rows.tokens[0].back() == eot;
-  ++s.step;
-  if (completed || int(s.rows.tokens[0].size()) > s.n_ctx || s.step >= s.plan.sample_len) {
-    s.done = true;
-    std::vector<BeamCandidate> cands{{s.rows.tokens[0], s.rows.sum_logprobs[0]}};
-    cands[0].tokens.push_back(eot);  // GreedyDecoder.finalize pads with one
-    finalize(s.result, s.tokenizer, s.options, std::move(cands), s.plan.sample_begin);
-  }
+  greedy_update(s.rows, std::span<const std::vector<float>>(&s.logits, 1), s.options,
+                s.tokenizer.eot(), s.step);
+  s.after_token();
+}
+
+bool WindowSearch::next_rule(StepRule& rule) const {
+  check_arg(!s_->done, "[whisper] WindowSearch::next_rule: the search has ended");
+  return s_->options.temperature == 0.0f && step_rule(s_->plan.filters, s_->rows.tokens[0], rule);
+}
+
+const std::vector<int32_t>& WindowSearch::always_masked() const { return s_->always; }
+
+void WindowSearch::next_chosen(int32_t token, float logprob) {
+  State& s = *s_;
+  check_arg(!s.done, "[whisper] WindowSearch::next_chosen: the search has ended");
+  check_arg(token >= 0 && token < s.tokenizer.n_vocab(),
+            "[whisper] WindowSearch::next_chosen: token " + std::to_string(token) +
+                " outside the vocabulary");
+  // GreedyDecoder.update with the choice made elsewhere (one row, not ended).
+  s.rows.tokens[0].push_back(token);
+  s.rows.sum_logprobs[0] += logprob;
+  s.after_token();
 }
 
 bool WindowSearch::done() const { return s_->done; }
@@ -515,7 +546,8 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       completed = step.completed;
     } else {
       if (chosen) {
-        // GreedyDecoder.update with the choice made next to the logits (one row, not ended).
+        // GreedyDecoder.update with the choice made next to the logits (one row, not ended),
+        // as WindowSearch::next_chosen.
         rows.tokens[0].push_back(chosen_ids[0]);
         rows.sum_logprobs[0] += chosen_logprobs[0];
       } else {

@@ -26,6 +26,11 @@ namespace parley {
 
 class WhisperSession;
 class WhisperTokenizer;
+struct StepRule;  // logit_filters.h
+
+// Whether device sessions make the token choice next to the logits (masked_topk on the
+// device; PARLEY_DEVICE_CHOICE=0 turns it off, to compare with the host filters).
+bool device_choice_enabled();
 struct CrossAttentionWeights;  // model.h
 
 // What a decoding loop needs from a model: encode a window, then decode tokens after the
@@ -220,6 +225,14 @@ class WindowSearch {
   int sot_index() const;  // the index of <|startoftranscript|> in initial_tokens()
   // The logits of the position after last_token(): the next token.
   void next(std::span<const float> logits);
+  // The same step with the choice made next to the logits (WhisperBatchSession::
+  // step_choose): next_rule gives the rule row of the position after last_token() and
+  // returns false where the choice must stay on the host (sampling, or a filter without a
+  // rule form there); always_masked() the ids suppressed at every position. next_chosen
+  // takes the chosen token and its log-probability under the filtered logits.
+  bool next_rule(StepRule& rule) const;
+  const std::vector<int32_t>& always_masked() const;
+  void next_chosen(int32_t token, float logprob);
   bool done() const;
   int32_t last_token() const;            // the token to decode next while !done()
   const DecodingResult& result() const;  // once done()

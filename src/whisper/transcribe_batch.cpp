@@ -17,6 +17,7 @@
 #include "engine/threadpool.h"
 #include "whisper/batch_session.h"
 #include "whisper/decoding.h"
+#include "whisper/logit_filters.h"
 #include "whisper/model.h"
 #include "whisper/seek_loop.h"
 #include "whisper/tokenizer.h"
@@ -63,6 +64,22 @@ void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
       }
     }
   }
+}
+
+// The rule rows of the listed searches' next step (kRuleWidth each, logit_filters.h), when
+// every one of them can have its choice made on the device with one shared set of
+// suppressed ids; false otherwise (the step then filters on the host).
+bool device_rules(const std::vector<WindowSearch>& searches, std::span<const int32_t> slots,
+                  std::vector<int32_t>& rules) {
+  rules.clear();
+  StepRule rule;
+  const std::vector<int32_t>& always = searches[size_t(slots[0])].always_masked();
+  for (int32_t slot : slots) {
+    const WindowSearch& search = searches[size_t(slot)];
+    if (search.always_masked() != always || !search.next_rule(rule)) return false;
+    rules.insert(rules.end(), rule.v.begin(), rule.v.end());
+  }
+  return true;
 }
 
 }  // namespace
@@ -114,8 +131,10 @@ std::vector<TranscribeResult> transcribe_batch(
 
   const int64_t frames = kChunkFrames;
   std::vector<size_t> members;
-  std::vector<int32_t> slots, step_slots, step_tokens;
+  std::vector<int32_t> slots, step_slots, step_tokens, rules, chosen_ids;
+  std::vector<float> chosen_logprobs;
   std::vector<WindowSearch> searches;
+  const bool on_device = batch.model().device() != Device::cpu && device_choice_enabled();
   while (!ready.empty()) {
     // One round: the current window of up to n_slots files, slot i for member i.
     members.clear();
@@ -165,16 +184,25 @@ std::vector<TranscribeResult> transcribe_batch(
         step_tokens.push_back(searches[size_t(i)].last_token());
       }
       if (step_slots.empty()) break;
-      const Tensor logits = batch.step(step_slots, step_tokens);
-      const int64_t n_vocab = logits.dim(1);
-      // Each row's logit filters and choice on the CPU threads (rows are independent; at
-      // batch 64 these are 64 passes over the vocabulary per step).
-      cpu_threads().parallel_for(int64_t(step_slots.size()), 1, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          searches[size_t(step_slots[size_t(r)])].next(
-              {logits.data<float>() + r * n_vocab, size_t(n_vocab)});
-        }
-      });
+      if (on_device && device_rules(searches, step_slots, rules)) {
+        // Filters, log-softmax and argmax on the device: n token ids come back, not n rows
+        // of logits.
+        batch.step_choose(step_slots, step_tokens, searches[size_t(step_slots[0])].always_masked(),
+                          rules, 1, chosen_ids, chosen_logprobs);
+        for (size_t r = 0; r < step_slots.size(); ++r)
+          searches[size_t(step_slots[r])].next_chosen(chosen_ids[r], chosen_logprobs[r]);
+      } else {
+        const Tensor logits = batch.step(step_slots, step_tokens);
+        const int64_t n_vocab = logits.dim(1);
+        // Each row's logit filters and choice on the CPU threads (rows are independent; at
+        // batch 64 these are 64 passes over the vocabulary per step).
+        cpu_threads().parallel_for(int64_t(step_slots.size()), 1, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            searches[size_t(step_slots[size_t(r)])].next(
+                {logits.data<float>() + r * n_vocab, size_t(n_vocab)});
+          }
+        });
+      }
       st.steps += 1;
       st.tokens += int64_t(step_slots.size());
     }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -15,6 +16,7 @@
 #include "audio/decode.h"
 #include "audio/mel.h"
 #include "engine/ops/reduce.h"
+#include "whisper/batch_session.h"
 #include "whisper/decoding.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
@@ -184,6 +186,77 @@ TEST(DeviceChoice, SessionChecksItsArguments) {
   EXPECT_EQ(c.ids.size(), 3u);
   EXPECT_GE(c.logprobs[0], c.logprobs[1]);
   EXPECT_EQ(session.n_cached(), 1);
+}
+
+// WhisperBatchSession::step_choose + WindowSearch::next_chosen against step + next (the host
+// filters), two windows side by side to the end.
+TEST(DeviceChoice, BatchStepsChooseAsTheHostFilters) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin"))
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = WhisperModel::load(model_dir());
+  const WhisperTokenizer tok = load_tokenizer(*model);
+  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  const Tensor one =
+      pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+  Tensor mels = Tensor::empty({2, 80, kChunkFrames}, DType::f32);
+  mels.slice0(0, 1).reshape({80, kChunkFrames}).copy_from(one);
+  mels.slice0(1, 2).reshape({80, kChunkFrames}).copy_from(one);
+  DecodingOptions a, b;
+  a.language = b.language = "en";
+  b.prompt = tok.encode(" Ask not.");  // another length of initial tokens
+  b.suppress_blank = false;
+  const std::vector<int32_t> slots = {0, 1};
+  std::vector<DecodingResult> results[2];
+  for (bool choose : {false, true}) {
+    WhisperBatchSession batch(model, 2);
+    batch.encode(slots, mels);
+    std::vector<WindowSearch> searches;
+    searches.emplace_back(tok, a, model->config().n_text_ctx);
+    searches.emplace_back(tok, b, model->config().n_text_ctx);
+    for (int s = 0; s < 2; ++s) {
+      const std::array<int64_t, 2> rows = {
+          searches[size_t(s)].sot_index(),
+          int64_t(searches[size_t(s)].initial_tokens().size()) - 1};
+      const Tensor logits = batch.prefill(s, searches[size_t(s)].initial_tokens(), rows);
+      const auto v = size_t(logits.dim(1));
+      searches[size_t(s)].first({logits.data<float>(), v}, {logits.data<float>() + v, v});
+    }
+    std::vector<int32_t> step_slots, step_tokens, rules, ids;
+    std::vector<float> logprobs;
+    while (true) {
+      step_slots.clear();
+      step_tokens.clear();
+      rules.clear();
+      for (int32_t s : slots) {
+        if (searches[size_t(s)].done()) continue;
+        step_slots.push_back(s);
+        step_tokens.push_back(searches[size_t(s)].last_token());
+        StepRule rule;
+        ASSERT_TRUE(searches[size_t(s)].next_rule(rule));
+        rules.insert(rules.end(), rule.v.begin(), rule.v.end());
+      }
+      if (step_slots.empty()) break;
+      if (choose) {
+        ASSERT_EQ(searches[0].always_masked(), searches[1].always_masked());
+        batch.step_choose(step_slots, step_tokens, searches[0].always_masked(), rules, 1, ids,
+                          logprobs);
+        for (size_t r = 0; r < step_slots.size(); ++r)
+          searches[size_t(step_slots[r])].next_chosen(ids[r], logprobs[r]);
+      } else {
+        const Tensor logits = batch.step(step_slots, step_tokens);
+        const auto v = size_t(logits.dim(1));
+        for (size_t r = 0; r < step_slots.size(); ++r)
+          searches[size_t(step_slots[r])].next({logits.data<float>() + r * v, v});
+      }
+    }
+    for (const auto& s : searches) results[choose].push_back(s.result());
+  }
+  for (int s = 0; s < 2; ++s) {
+    SCOPED_TRACE("window " + std::to_string(s));
+    EXPECT_GT(results[0][size_t(s)].tokens.size(), 10u);
+    EXPECT_EQ(results[1][size_t(s)].tokens, results[0][size_t(s)].tokens);
+    EXPECT_EQ(results[1][size_t(s)].avg_logprob, results[0][size_t(s)].avg_logprob);
+  }
 }
 
 }  // namespace

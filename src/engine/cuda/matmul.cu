@@ -14,6 +14,7 @@
 #include <cublasLt.h>
 
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -136,6 +137,15 @@ bool gemm_bias_lt(const GemmArgs& g, const void* bias) {
   return true;
 }
 
+// PARLEY_GEMV=0 sends the few-row GEMMs to cuBLAS as well (to compare the two).
+bool gemv_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PARLEY_GEMV");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 }  // namespace
 
 void scale_add_bias(void* c, DType c_type, int64_t rows, int64_t cols, float beta, ParamRef bias,
@@ -202,7 +212,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   if (rows == 0 || g.n == 0) return;
   g.alpha = opt.alpha;
   g.beta = opt.beta;
-  if (g.k > 0 && gemv(g, param_ref(opt.bias), kOp)) return;
+  if (g.k > 0 && gemv_enabled() && gemv(g, param_ref(opt.bias), kOp)) return;
   if (opt.bias && g.batch == 1 && g.k > 0 && g.ab_type != DType::f32 && g.c_type == g.ab_type &&
       opt.bias->dtype() == g.c_type && gemm_bias_lt(g, opt.bias->raw()))
     return;
