@@ -1,8 +1,10 @@
 // `parley bench whisper`: where the time of one transcription goes, as JSON lines (one per
 // stage, same style as `bench ops`): model load, log-mel, encoder per 30 s window, decoder
 // per token (a fixed number of forced steps, so the figure does not depend on where the
-// transcript ends), the same at beam size N (one batched step of N rows), forced end-to-end
-// runs at beam 1 and N, and the whole file end to end with its real-time factor and text.
+// transcript ends; on CUDA each step makes its choice on the device under the window's
+// filters, as a real greedy step does), the same at beam size N (one batched step of N rows),
+// forced end-to-end runs at beam 1 and N, and the whole file end to end with its real-time factor
+// and text.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +28,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/decoding.h"
+#include "whisper/logit_filters.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 #include "whisper/transcribe.h"
@@ -76,31 +79,56 @@ double median_ms(int runs, int warmup, Device device, const std::function<void()
   return median(samples);
 }
 
+// Where the token choice runs on the model's device (CUDA sessions, decoding.h
+// chooses_on_device), a forced step makes it as a real greedy or beam step does:
+// decode_choose with the window's logit filters in rule form (the ids suppressed at every
+// position, the timestamp rules of the tokens so far), reading back only ids. Elsewhere (the
+// CPU) a step takes the raw argmax of the logits on the host.
+struct DeviceChoice {
+  std::vector<std::unique_ptr<LogitFilter>> filters;
+  std::vector<int32_t> always;
+  StepRule rule;
+};
+
+// The argmax of row `row` of f32 logits on the host (ties: the lowest id).
+int32_t raw_argmax(const Tensor& logits, int64_t row) {
+  const int64_t n_vocab = logits.dim(1);
+  const float* p = logits.data<float>() + row * n_vocab;
+  return int32_t(std::max_element(p, p + n_vocab) - p);
+}
+
 // Milliseconds per decoder step over `steps` single-token steps after the sot sequence
-// (the prefill is not counted). Each step feeds the argmax of the previous raw row, eot
-// included, so exactly `steps` steps run whatever the audio says.
+// (the prefill is not counted). Each step feeds the previous step's choice, eot included, so
+// exactly `steps` steps run whatever the audio says.
 double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int32_t>& prefix,
-                                  int steps) {
+                                  int steps, DeviceChoice* choice) {
   session.reset();
-  Tensor logits = session.decode(prefix);
+  const int64_t last_row = int64_t(prefix.size()) - 1;
+  Tensor logits = session.decode(prefix, std::span<const int64_t>(&last_row, 1));
   const auto t0 = Clock::now();
+  std::vector<int32_t> seq = prefix;
+  int32_t next = raw_argmax(logits, 0);
   for (int i = 0; i < steps; ++i) {
-    const int64_t n_vocab = logits.dim(1);
-    const float* last = logits.data<float>() + (logits.dim(0) - 1) * n_vocab;
-    const auto next = int32_t(std::max_element(last, last + n_vocab) - last);
-    logits = session.decode(std::span<const int32_t>(&next, 1));
+    seq.push_back(next);
+    if (choice && step_rule(choice->filters, seq, choice->rule)) {
+      next = session.decode_choose({&next, 1}, choice->always, choice->rule.v, 1).ids[0];
+    } else {
+      logits = session.decode(std::span<const int32_t>(&next, 1));
+      next = raw_argmax(logits, 0);
+    }
   }
   return ms_since(t0) / steps;
 }
 
 // Milliseconds per beam step over `steps` steps of `beam` rows after the sot sequence (the
 // prefill and fork are not counted). A step is what beam search does per token: one
-// decode_rows of every row, the host's pick of each row's next token (argmax of the raw row,
-// eot included, so exactly `steps` steps run) and reorder_rows with row 0 taken twice
-// (source {0, 1, .., beam - 2, 0}: one row's positions copied per step, as when one
+// decoder pass of every row, each row's pick of its next token (its best under the filters
+// with `choice`, from the top beam + 1 the device returns; else the argmax of the raw row on
+// the host; eot included, so exactly `steps` steps run) and reorder_rows with row 0 taken
+// twice (source {0, 1, .., beam - 2, 0}: one row's positions copied per step, as when one
 // hypothesis spawns two successors).
 double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
-                               int beam, int steps) {
+                               int beam, int steps, DeviceChoice* choice) {
   session.reset();
   const Tensor first = session.decode(prefix);
   const int64_t n_vocab = first.dim(1);
@@ -113,17 +141,33 @@ double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_
   std::vector<int32_t> source(static_cast<size_t>(beam));
   std::iota(source.begin(), source.end(), 0);
   source.back() = 0;
-  std::vector<int32_t> best(static_cast<size_t>(beam));
+  std::vector<int32_t> best(static_cast<size_t>(beam)), rules;
+  std::vector<std::vector<int32_t>> seqs(size_t(beam), prefix), next_seqs;
   session.fork(beam);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
-    const Tensor logits = session.decode_rows(tokens);  // [beam, n_vocab] on the CPU
-    for (int r = 0; r < beam; ++r) {
-      const float* row = logits.data<float>() + int64_t(r) * n_vocab;
-      best[size_t(r)] = int32_t(std::max_element(row, row + n_vocab) - row);
+    bool chosen = choice != nullptr;
+    rules.clear();
+    for (int r = 0; r < beam && chosen; ++r) {
+      seqs[size_t(r)].push_back(tokens[size_t(r)]);
+      chosen = step_rule(choice->filters, seqs[size_t(r)], choice->rule);
+      rules.insert(rules.end(), choice->rule.v.begin(), choice->rule.v.end());
+    }
+    if (chosen) {
+      const int k = beam + 1;
+      const auto& c = session.decode_choose(tokens, choice->always, rules, k);
+      for (int r = 0; r < beam; ++r) best[size_t(r)] = c.ids[size_t(r * k)];
+    } else {
+      const Tensor logits = session.decode_rows(tokens);  // [beam, n_vocab] on the CPU
+      for (int r = 0; r < beam; ++r) best[size_t(r)] = raw_argmax(logits, r);
     }
     session.reorder_rows(source);
-    for (int r = 0; r < beam; ++r) tokens[size_t(r)] = best[size_t(source[size_t(r)])];
+    next_seqs.clear();
+    for (int r = 0; r < beam; ++r) {
+      tokens[size_t(r)] = best[size_t(source[size_t(r)])];
+      if (chosen) next_seqs.push_back(seqs[size_t(source[size_t(r)])]);
+    }
+    if (chosen) seqs.swap(next_seqs);
   }
   return ms_since(t0) / steps;
 }
@@ -184,31 +228,43 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   // The sot sequence of an English transcription (no prompt), as the first window starts.
   const std::vector<int32_t> prefix =
       initial_tokens(tokenizer, DecodingOptions{}, "en", model->config().n_text_ctx);
+  // The default filters of that window, for steps that choose on the device.
+  std::unique_ptr<DeviceChoice> choice;
+  if (SessionLogitsSource(session).chooses_on_device()) {
+    choice = std::make_unique<DeviceChoice>();
+    choice->filters = make_logit_filters(tokenizer, LogitFilterSettings{}, int(prefix.size()));
+    choice->always = always_masked(choice->filters);
+  }
   check_arg(int(prefix.size()) + opt.decode_tokens <= model->config().n_text_ctx,
             "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +
                 " does not fit the decoder's " + std::to_string(model->config().n_text_ctx) +
                 " positions");
   std::vector<double> per_token;
-  for (int i = 0; i < warmup; ++i) forced_decode_ms_per_token(session, prefix, opt.decode_tokens);
+  for (int i = 0; i < warmup; ++i)
+    forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get());
   for (int i = 0; i < opt.runs; ++i)
-    per_token.push_back(forced_decode_ms_per_token(session, prefix, opt.decode_tokens));
+    per_token.push_back(
+        forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get()));
   const double tok_ms = median(per_token);
+  const std::string choice_at = choice ? "device" : "host";
   emit({{"bench", "whisper_decode"},
         {"ms_per_token", tok_ms},
+        {"choice", choice_at},
         {"tokens_per_second", 1000.0 / tok_ms},
         {"decode_tokens", opt.decode_tokens}});
 
   // The end-to-end figure: audio decode, log-mel, one encoder window, the sot
-  // prefix and exactly --decode-tokens greedy steps (argmax on the host), whatever the
-  // audio says, so every system can be made to do the same work.
+  // prefix and exactly --decode-tokens greedy steps (the choice made where a real step
+  // makes it), whatever the audio says, so every system can be made to do the same work.
   const double forced_ms = median_ms(opt.runs, warmup, dev, [&] {
     const std::vector<float> s = load_audio(opt.audio);
     const Tensor m = log_mel_spectrogram_for(dev, s, n_mels, kChunkSamples);
     session.encode(pad_or_trim_frames(m, kChunkFrames));
-    forced_decode_ms_per_token(session, prefix, opt.decode_tokens);
+    forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get());
   });
   emit({{"bench", "whisper_e2e_forced"},
         {"ms", forced_ms},
+        {"choice", choice_at},
         {"decode_tokens", opt.decode_tokens},
         {"audio_seconds", audio_seconds}});
 
@@ -233,12 +289,14 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   if (const int beam = opt.beam_size; beam > 1) {
     std::vector<double> per_step;
     for (int i = 0; i < warmup; ++i)
-      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens);
+      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get());
     for (int i = 0; i < opt.runs; ++i)
-      per_step.push_back(forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens));
+      per_step.push_back(
+          forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get()));
     const double step_ms = median(per_step);
     emit({{"bench", "whisper_decode_beam"},
           {"beam", beam},
+          {"choice", choice_at},
           {"ms_per_step", step_ms},  // one step: every row's token (decode_rows + pick + reorder)
           {"ms_per_beam_token", step_ms / beam},
           {"decode_steps", opt.decode_tokens},
@@ -250,10 +308,11 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
       const std::vector<float> s = load_audio(opt.audio);
       const Tensor m = log_mel_spectrogram_for(dev, s, n_mels, kChunkSamples);
       session.encode(pad_or_trim_frames(m, kChunkFrames));
-      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens);
+      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get());
     });
     emit({{"bench", "whisper_e2e_forced_beam"},
           {"ms", beam_ms},
+          {"choice", choice_at},
           {"beam", beam},
           {"decode_steps", opt.decode_tokens},
           {"audio_seconds", audio_seconds}});
