@@ -1,24 +1,25 @@
 // Skinny GEMM for decoder steps (matmul's fast path for a few rows, see matmul.cu):
 // c [M, N] = alpha * a [M, K] @ w^T + bias + beta * c with w [N, K] row-major (a Linear
 // weight, trans_b), M <= 8, f16 or bf16 inputs, f32 accumulation, one rounding to c's
-// dtype (f32 or the inputs') at the end. At M <= 8 a GEMM is bound by reading w once, and
-// cuBLAS reaches about a fifth of the H200's bandwidth on these shapes; this kernel aims
-// at streaming w at full bandwidth.
+// dtype (f32 or the inputs') at the end. At M <= 8 a GEMM is bound by reading w once; on
+// the H200 cuBLAS took ~7.6 us for ~7.6 MB per decoder-step GEMM (about 1 TB/s, bench/
+// RESULTS.md); this kernel aims at streaming w at full bandwidth.
 //
 // Taken when b is 2-D, trans_b, the inputs are f16/bf16, M = a.numel() / K is 1..8, K is a
 // multiple of 8 and a and w are 16-byte aligned (so every row is); anything else returns
 // false and stays on cuBLAS (f32, the parity oracle, always does).
 //
-// Memory plan: each warp owns kCols adjacent columns (rows of w). Lane l reads the 16-byte
-// vectors l, l + 32, l + 64, ... of those rows (8 halves each, coalesced: a warp reads
-// 512 contiguous bytes per row and step), kUnroll vectors per row in flight before any
-// FMA, bypassing L1 (w is read once). a is tiny (at most 8 x 5120 halves) and read
-// directly from global through L1, where every warp of the SM finds it; each a vector
-// serves the kCols columns. M x kCols f32 accumulators per lane, a butterfly warp
-// reduction, then lane m * kCols + j writes (row m, column j) with alpha, bias and
-// beta * c applied; c's element is read and written by that one thread, so c may be the
-// residual stream updated in place (beta = 1). No shared memory, allocation or sync:
-// safe under CUDA graph capture.
+// Memory plan: each warp owns kCols adjacent columns (rows of w) and one slice of K (a
+// block's warps split K into `parts` slices so a short N still puts enough warps in
+// flight). Lane l reads the 16-byte vectors l, l + 32, l + 64, ... of its slice of those rows
+// (8 halves each, coalesced: a warp reads 512 contiguous bytes per row and step), kUnroll
+// vectors per row in flight before any FMA, bypassing L1 (w is read once). a is tiny (at
+// most 8 x 5120 halves) and read directly from global through L1, where every warp of the
+// SM finds it; each a vector serves the kCols columns. M x kCols f32 accumulators per lane,
+// a butterfly warp reduction, the slices' sums added in shared memory, then one thread per
+// (row m, column j) applies alpha, bias and beta * c; c's element is read and written by that
+// one thread, so c may be the residual stream updated in place (beta = 1). No allocation or
+// sync: safe under CUDA graph capture.
 #include <cstdint>
 
 #include "engine/cuda/common.cuh"
@@ -27,7 +28,7 @@ namespace parley::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;    // warps per block
+constexpr int kWarps = 8;    // warps per block
 constexpr int kCols = 2;     // columns (rows of w) per warp
 constexpr int kUnroll = 8;   // 16-byte vectors per row and lane in flight
 constexpr int kMaxRows = 8;  // the largest M taken
@@ -50,14 +51,23 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
   for (int i = 0; i < kVec; ++i) f[i] = dev_to_f32(h[i]);
 }
 
-// a [M, K] and w [N, K] of T; c [M, N] of TC; kvecs = K / 8. One warp per kCols columns.
+// a [M, K] and w [N, K] of T; c [M, N] of TC; kvecs = K / 8. A block's kWarps warps are
+// `parts` slices of K times kWarps / parts groups of kCols columns: warp w computes the
+// partial sums of columns group (w % groups) over K slice (w / groups), and the slices'
+// partials meet in shared memory. Splitting K gives a short row (N = 1280 outputs of K =
+// 5120) enough warps in flight to stream its weights at full bandwidth.
 template <typename T, typename TC, int M>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
-                float alpha, float beta, ParamRef bias) {
-  const int lane = int(threadIdx.x & 31);
-  const int64_t col0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kCols;
-  if (col0 >= n) return;
+                int parts, float alpha, float beta, ParamRef bias) {
+  __shared__ float partial[kWarps][M][kCols];
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  const int groups = kWarps / parts;
+  const int group = warp % groups, part = warp / groups;
+  const int64_t col0 = (int64_t(blockIdx.x) * groups + group) * kCols;
+  const int per_part = (kvecs + parts - 1) / parts;
+  const int v_begin = part * per_part;
+  const int v_end = v_begin + per_part < kvecs ? v_begin + per_part : kvecs;
   const uint4* av = reinterpret_cast<const uint4*>(a);
   const uint4* wv[kCols];
 #pragma unroll
@@ -73,19 +83,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) acc[m][j] = 0.0f;
 
-  for (int base = lane; base < kvecs; base += 32 * kUnroll) {
+  for (int base = v_begin + lane; base < v_end; base += 32 * kUnroll) {
     uint4 wbuf[kUnroll][kCols];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = base + u * 32;
 #pragma unroll
       for (int j = 0; j < kCols; ++j)
-        wbuf[u][j] = v < kvecs ? load_stream(wv[j] + v) : make_uint4(0, 0, 0, 0);
+        wbuf[u][j] = v < v_end ? load_stream(wv[j] + v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = base + u * 32;
-      if (v >= kvecs) break;
+      if (v >= v_end) break;
       float wf[kCols][kVec];
 #pragma unroll
       for (int j = 0; j < kCols; ++j) unpack<T>(wbuf[u][j], wf[j]);
@@ -106,24 +116,40 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const float s = warp_reduce(acc[m][j], SumOp{});
-      const int64_t col = col0 + j;
-      if (lane != m * kCols + j || col >= n) continue;
-      float r = alpha * s;
-      if (bias.ptr) r += load_param(bias, col);
-      TC* out = c + int64_t(m) * n + col;
-      if (beta != 0.0f) r += beta * dev_to_f32(*out);
-      *out = dev_from_f32<TC>(r);
+      if (lane == 0) partial[warp][m][j] = s;
     }
+  __syncthreads();
+  // Thread t < groups * M * kCols finishes output (group, m, j): the parts' sum in order.
+  const int t = int(threadIdx.x);
+  if (t >= groups * M * kCols) return;
+  const int g = t / (M * kCols), m = (t / kCols) % M, j = t % kCols;
+  const int64_t col = (int64_t(blockIdx.x) * groups + g) * kCols + j;
+  if (col >= n) return;
+  float s = 0.0f;
+  for (int p = 0; p < parts; ++p) s += partial[p * groups + g][m][j];
+  float r = alpha * s;
+  if (bias.ptr) r += load_param(bias, col);
+  TC* out = c + int64_t(m) * n + col;
+  if (beta != 0.0f) r += beta * dev_to_f32(*out);
+  *out = dev_from_f32<TC>(r);
 }
-static_assert(kMaxRows * kCols <= 32, "one lane writes each output of a warp");
+static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
+
+// K slices per block: as many as leave every lane at least two 16-byte vectors of a slice.
+int parts_for(int kvecs) {
+  int parts = kWarps;
+  while (parts > 1 && kvecs / parts < 64) parts /= 2;
+  return parts;
+}
 
 template <typename T, typename TC, int M>
 void launch(const GemmArgs& g, ParamRef bias) {
-  const int64_t warps = (g.n + kCols - 1) / kCols;
-  const unsigned blocks = unsigned((warps + kWarps - 1) / kWarps);
+  const int kvecs = int(g.k / kVec), parts = parts_for(kvecs);
+  const int64_t cols_per_block = int64_t(kWarps / parts) * kCols;
+  const unsigned blocks = unsigned((g.n + cols_per_block - 1) / cols_per_block);
   gemv_kernel<T, TC, M><<<blocks, kWarps * 32, 0, stream()>>>(
-      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c), g.n,
-      int(g.k / kVec), g.alpha, g.beta, bias);
+      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c), g.n, kvecs,
+      parts, g.alpha, g.beta, bias);
 }
 
 template <typename T, typename TC>
@@ -150,7 +176,7 @@ bool gemv(const GemmArgs& g, ParamRef bias, const char* op) {
       g.k % kVec != 0 || g.k / kVec > INT32_MAX || !aligned16(g.a) || !aligned16(g.b) ||
       (g.c_type != DType::f32 && g.c_type != g.ab_type))
     return false;
-  const int64_t blocks = (g.n + kCols * kWarps - 1) / (kCols * kWarps);
+  const int64_t blocks = (g.n + kCols - 1) / kCols;  // at most: one column group a block
   if (g.n <= 0 || blocks > INT32_MAX) return false;
   dispatch_device_float(g.ab_type, op, [&](auto tag) {
     using T = decltype(tag);

@@ -137,67 +137,161 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
   select_top(n_cand, k, load, emit);
 }
 
-// masked_topk, one block per row: pass 1 the maxima of x' before and after the split, pass 2
-// their sums of exp (so logsumexp of each side), then the split rule and logsumexp(x') from
-// those four numbers, then k rounds of first_after over x' (with the head dropped when the
-// rule says so). x' is never stored: each pass re-reads the row (L1/L2) and re-applies the
-// mask and ranges.
-constexpr int kMaskedThreads = 1024;
+// masked_topk in two launches, so a row of 51866 logits is read by ~26 blocks at once:
+// stage 1, block (segment, row): the segment's x' (mask and ranges applied) into shared
+// memory, the running max and sum of exp of its part before and after the split (one pass,
+// online), and the top k candidates of each part; stage 2, one block per row: the
+// segments' maxima and sums give logsumexp of both sides, so the split rule and
+// logsumexp(x'), then the top k of the candidates (head ones at -inf when the rule drops the
+// head) with their log-probabilities.
+constexpr int kMaskedThreads = 256;
+constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
+
+struct LseStats {
+  float head_max, head_sum, tail_max, tail_sum;
+};
+
+// (m, s) is a sum of exp(x - m) over the values seen; these add one value or another pair.
+__device__ __forceinline__ void lse_add(float& m, float& s, float v) {
+  if (v == -INFINITY) return;
+  if (v > m) {
+    s = s * expf(m - v) + 1.0f;  // m = -inf: expf(-inf) = 0
+    m = v;
+  } else {
+    s += expf(v - m);
+  }
+}
+
+__device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
+  if (m2 == -INFINITY) return;
+  if (m == -INFINITY) {
+    m = m2;
+    s = s2;
+  } else if (m2 > m) {
+    s = s * expf(m - m2) + s2;
+    m = m2;
+  } else {
+    s += s2 * expf(m2 - m);
+  }
+}
+
+// The block's (m, s), the same in every thread (warps, then the warps' pairs in order).
+__device__ void block_lse(float& m, float& s) {
+  __shared__ float ms[32], ss[32];
+  for (int offset = 16; offset > 0; offset >>= 1)
+    lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset),
+              __shfl_xor_sync(0xffffffffu, s, offset));
+  __syncthreads();  // an earlier call's readers are done
+  if ((threadIdx.x & 31) == 0) {
+    ms[threadIdx.x >> 5] = m;
+    ss[threadIdx.x >> 5] = s;
+  }
+  __syncthreads();
+  m = ms[0];
+  s = ss[0];
+  for (int w = 1; w < int(blockDim.x >> 5); ++w) lse_merge(m, s, ms[w], ss[w]);
+}
+
+__device__ __forceinline__ int32_t split_of(const int32_t* rule, int32_t v) {
+  return rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
+}
 
 __global__ void __launch_bounds__(kMaskedThreads)
-    masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
-                       int width, int k, float* logprobs, int32_t* indices) {
+    masked_topk_segment_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
+                               int width, int k, LseStats* stats, float* cand_v, int32_t* cand_i) {
   constexpr float kNegInf = -INFINITY;
+  __shared__ float seg[kMaskedSegment];
   __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
-  for (int j = int(threadIdx.x); j < width; j += int(blockDim.x))
-    rule[j] = rules[int64_t(blockIdx.x) * width + j];
+  const int64_t row = blockIdx.y;
+  for (int j = int(threadIdx.x); j < width; j += int(blockDim.x)) rule[j] = rules[row * width + j];
   __syncthreads();
-  const float* row = x + int64_t(blockIdx.x) * v;
-  const int32_t split = rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
+  const int32_t begin = int32_t(blockIdx.x) * kMaskedSegment;
+  const int32_t n = v - begin < kMaskedSegment ? v - begin : kMaskedSegment;
+  const int32_t split = split_of(rule, v);
   const int n_ranges = (width - 1) / 2;
-  auto masked = [&](int32_t j) {
-    if (mask && mask[j]) return kNegInf;
-    for (int r = 0; r < n_ranges; ++r)
-      if (j >= rule[1 + 2 * r] && j < rule[2 + 2 * r]) return kNegInf;
-    return row[j];
-  };
-  float head_max = kNegInf, tail_max = kNegInf;
-  for (int32_t j = int32_t(threadIdx.x); j < v; j += int32_t(blockDim.x)) {
-    const float f = masked(j);
-    if (j < split)
-      head_max = fmaxf(head_max, f);
+  const float* src = x + row * v;
+  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
+  for (int32_t j = int32_t(threadIdx.x); j < n; j += int32_t(blockDim.x)) {
+    const int32_t g = begin + j;
+    bool off = mask && mask[g];
+    for (int r = 0; r < n_ranges && !off; ++r) off = g >= rule[1 + 2 * r] && g < rule[2 + 2 * r];
+    const float f = off ? kNegInf : src[g];
+    seg[j] = f;
+    if (g < split)
+      lse_add(hm, hs, f);
     else
-      tail_max = fmaxf(tail_max, f);
+      lse_add(tm, ts, f);
   }
-  head_max = block_reduce(head_max, MaxOp{});
-  tail_max = block_reduce(tail_max, MaxOp{});
-  float head_sum = 0.0f, tail_sum = 0.0f;
-  for (int32_t j = int32_t(threadIdx.x); j < v; j += int32_t(blockDim.x)) {
-    const float f = masked(j);
-    if (j < split) {
-      if (head_max > kNegInf) head_sum += expf(f - head_max);
-    } else if (tail_max > kNegInf) {
-      tail_sum += expf(f - tail_max);
-    }
+  block_lse(hm, hs);  // its barriers also publish seg
+  block_lse(tm, ts);
+  const int64_t slot = row * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) stats[slot] = LseStats{hm, hs, tm, ts};
+  // The top k of each part: [0, head_n) before the split, [head_n, n) after it.
+  const int32_t head_n = split - begin < 0 ? 0 : (split - begin < n ? split - begin : n);
+  const int64_t out = slot * 2 * k;
+  auto emit_at = [&](int64_t base) {
+    return [=](int r, Cand c) {
+      cand_v[base + r] = c.v;
+      cand_i[base + r] = c.i;
+    };
+  };
+  auto none = [&](int64_t base) {
+    if (threadIdx.x == 0)
+      for (int r = 0; r < k; ++r) cand_i[base + r] = -1;
+  };
+  if (head_n > 0)
+    select_top(
+        head_n, k,
+        [&](int32_t j) {
+          return Cand{seg[j], begin + j};
+        },
+        emit_at(out));
+  else
+    none(out);
+  if (head_n < n)
+    select_top(
+        n - head_n, k,
+        [&](int32_t j) {
+          return Cand{seg[head_n + j], begin + head_n + j};
+        },
+        emit_at(out + k));
+  else
+    none(out + k);
+}
+
+__global__ void __launch_bounds__(kMaskedThreads)
+    masked_topk_merge_kernel(const int32_t* rules, int width, int32_t v, int segments, int k,
+                             const LseStats* stats, const float* cand_v, const int32_t* cand_i,
+                             float* logprobs, int32_t* indices) {
+  constexpr float kNegInf = -INFINITY;
+  const int64_t row = blockIdx.x;
+  const int32_t split = split_of(rules + row * width, v);
+  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
+  for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
+    const LseStats st = stats[row * segments + i];
+    lse_merge(hm, hs, st.head_max, st.head_sum);
+    lse_merge(tm, ts, st.tail_max, st.tail_sum);
   }
-  head_sum = block_reduce(head_sum, SumOp{});
-  tail_sum = block_reduce(tail_sum, SumOp{});
-  const float tail_lse = tail_max > kNegInf ? tail_max + logf(tail_sum) : kNegInf;
-  const bool drop_head = split > 0 && tail_lse > head_max;
-  const float head_lse = !drop_head && head_max > kNegInf ? head_max + logf(head_sum) : kNegInf;
+  block_lse(hm, hs);
+  block_lse(tm, ts);
+  const float tail_lse = tm > kNegInf ? tm + logf(ts) : kNegInf;
+  const bool drop_head = split > 0 && tail_lse > hm;
+  const float head_lse = !drop_head && hm > kNegInf ? hm + logf(hs) : kNegInf;
   const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
   const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
 
-  auto load = [&](int32_t j) { return Cand{drop_head && j < split ? kNegInf : masked(j), j}; };
-  const int64_t out = int64_t(blockIdx.x) * k;
-  Cand prev{0.0f, -1};
-  for (int r = 0; r < k; ++r) {
-    if (r == 0 || prev.i >= 0) prev = first_after(v, prev, load);
-    if (threadIdx.x == 0) {
-      indices[out + r] = prev.i;
-      logprobs[out + r] = prev.i >= 0 ? prev.v - lse : kNegInf;
-    }
-  }
+  const int64_t base = row * segments * 2 * k;
+  auto load = [&](int32_t j) {
+    const int32_t i = cand_i[base + j];
+    if (i < 0) return Cand{0.0f, -1};
+    return Cand{drop_head && i < split ? kNegInf : cand_v[base + j], i};
+  };
+  const int64_t out = row * k;
+  auto emit = [&](int r, Cand c) {
+    indices[out + r] = c.i;
+    logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
+  };
+  select_top(int32_t(segments * 2 * k), k, load, emit);
 }
 
 void check_row_length(int64_t v, const char* op) {
@@ -265,14 +359,30 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
 
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
                  Tensor& indices) {
+  constexpr const char* kOp = "masked_topk";
   const int64_t rows = x.dim(0), v = x.dim(1);
   if (rows == 0) return;
-  check_rows(rows, "masked_topk");
-  check_row_length(v, "masked_topk");
-  masked_topk_kernel<<<unsigned(rows), kMaskedThreads, 0, stream()>>>(
+  check_row_length(v, kOp);
+  if (!(rows <= 65535))
+    throw Error(ErrorKind::unsupported, std::string("[") + kOp + "] " + std::to_string(rows) +
+                                            " rows exceed the kernel's grid (65535 rows)");
+  const int64_t segments = (v + kMaskedSegment - 1) / kMaskedSegment;
+  const int64_t n_cand = rows * segments * 2 * k;
+  Scratch scratch(size_t(rows * segments) * sizeof(LseStats) +
+                  size_t(n_cand) * (sizeof(float) + sizeof(int32_t)));
+  auto* stats = static_cast<LseStats*>(scratch.data());
+  auto* cand_v = reinterpret_cast<float*>(stats + rows * segments);
+  auto* cand_i = reinterpret_cast<int32_t*>(cand_v + n_cand);
+  const int width = int(rules.dim(1));
+  const dim3 grid{unsigned(segments), unsigned(rows)};
+  masked_topk_segment_kernel<<<grid, kMaskedThreads, 0, stream()>>>(
       x.data<float>(), int32_t(v), mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(),
-      int(rules.dim(1)), k, logprobs.data<float>(), indices.data<int32_t>());
-  check_launch("masked_topk");
+      width, k, stats, cand_v, cand_i);
+  check_launch(kOp);
+  masked_topk_merge_kernel<<<unsigned(rows), kMaskedThreads, 0, stream()>>>(
+      rules.data<int32_t>(), width, int32_t(v), int(segments), k, stats, cand_v, cand_i,
+      logprobs.data<float>(), indices.data<int32_t>());
+  check_launch(kOp);
 }
 
 }  // namespace parley::cuda
