@@ -382,6 +382,28 @@ TEST_P(Attention, DecodeSplitKeys) {
 // More than 4096 (row, head) pairs: CUDA leaves the split path for the per-row kernel.
 TEST_P(Attention, ManyRows) { run({1, 8, 600, 70, 16, 16, true, true, 0.0f}); }
 
+// Whisper large-v3-turbo's decoder: 20 heads of 64, 1..5 rows (beams), self-attention
+// over a growing cache and cross-attention over 1500 frames. On CUDA's split path (keys in
+// chunks of 64; up to 128 keys are one chunk written out without the merge kernel) 1, 7, 64
+// and 65 keys are one chunk, 448 and 1500 several (the last one partial).
+TEST_P(Attention, DecoderStepShapes) {
+  for (int64_t rows = 1; rows <= 5; ++rows)
+    for (int64_t lk : {1, 7, 64, 65, 448, 1500}) run({rows, 20, 1, lk, 64, 64, false, false, 0.0f});
+}
+
+// One chunk with causal limits, padded keys (the last batch item fully padded: its rows
+// are zeros), the chunk size's edges, and D that takes the generic (not 16-byte) kernel.
+TEST_P(Attention, SingleChunkEdges) {
+  run({3, 4, 1, 100, 64, 64, true, true, 0.0f});
+  run({2, 3, 4, 50, 64, 64, true, false, 0.0f});     // Lq 4: causal limits inside the chunk
+  run({2, 2, 6, 3, 64, 64, true, false, 0.0f});      // Lq > Lk: the first rows see nothing
+  run({2, 5, 1, 128, 64, 64, false, true, 0.0f});    // the longest single chunk
+  run({2, 5, 1, 129, 64, 64, false, true, 0.0f});    // two chunks: 64 and 65
+  run({3, 2, 1, 90, 48, 40, false, true, 0.0f});     // generic kernel, Dv != D
+  run({1, 2, 1, 70, 200, 200, false, false, 0.0f});  // generic kernel, Dv over 128
+  run({1, 2, 1, 200, 200, 200, true, false, 0.0f});  // ... and several chunks
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, Attention, ::testing::ValuesIn(op_params()), op_param_name);
 
 // ------------------------------------------------------------------------ attention_qkv

@@ -7,7 +7,6 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/ops/attention.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/norm.h"
@@ -219,92 +218,6 @@ TEST_P(Norm, DecoderRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Norm, ::testing::ValuesIn(op_params()), op_param_name);
-
-// ---------------------------------------------------------------------------- attention
-
-// Decoder-step attention (one query a row, keys split in chunks of 64 on CUDA; up to 128
-// keys are one chunk, written out without the merge kernel). The full attention harness
-// is in op_harness_gemm_test.cpp; this is the decoder's shapes around the chunk sizes.
-struct DecoderAttentionCase {
-  int64_t batch, heads, lq, lk, d, dv;
-  bool causal, mask;
-};
-
-class DecoderAttention : public OpTest {
- protected:
-  void run(const DecoderAttentionCase& ac) {
-    SCOPED_TRACE("attention B " + std::to_string(ac.batch) + " H " + std::to_string(ac.heads) +
-                 " Lq " + std::to_string(ac.lq) + " Lk " + std::to_string(ac.lk) + " D " +
-                 std::to_string(ac.d) + " Dv " + std::to_string(ac.dv) +
-                 (ac.causal ? " causal" : "") + (ac.mask ? " key_mask" : ""));
-    const HostTensor q = random({ac.batch, ac.heads, ac.lq, ac.d}, -2.0f, 2.0f);
-    const HostTensor k = random({ac.batch, ac.heads, ac.lk, ac.d}, -2.0f, 2.0f);
-    const HostTensor v = random({ac.batch, ac.heads, ac.lk, ac.dv});
-    // About a quarter of keys padded; the last batch item fully padded when B > 1.
-    Tensor mask_host = Tensor::empty({ac.batch, ac.lk}, DType::i8);
-    int8_t* m = mask_host.data<int8_t>();
-    for (int64_t b = 0; b < ac.batch; ++b)
-      for (int64_t j = 0; j < ac.lk; ++j)
-        m[b * ac.lk + j] = (ac.batch > 1 && b == ac.batch - 1) ? 0 : int8_t(uniform_int(0, 3) != 0);
-    const Tensor dmask = dev(mask_host);
-    AttentionOptions opt;
-    opt.causal = ac.causal;
-    opt.key_mask = ac.mask ? &dmask : nullptr;
-    Tensor o = out({ac.batch, ac.heads, ac.lq, ac.dv});
-    attention(dev(q.t), dev(k.t), dev(v.t), o, opt);
-
-    const double scale = 1.0 / std::sqrt(double(ac.d));
-    std::vector<double> want(size_t(o.numel()), 0.0), p(size_t(ac.lk));
-    for (int64_t b = 0; b < ac.batch; ++b)
-      for (int64_t h = 0; h < ac.heads; ++h)
-        for (int64_t i = 0; i < ac.lq; ++i) {
-          const int64_t bh = b * ac.heads + h;
-          double mx = -INFINITY, sum = 0.0;
-          for (int64_t j = 0; j < ac.lk; ++j) {
-            p[size_t(j)] = -INFINITY;
-            if ((ac.causal && j > i + ac.lk - ac.lq) || (ac.mask && !m[b * ac.lk + j])) continue;
-            double dot = 0.0;
-            for (int64_t c = 0; c < ac.d; ++c)
-              dot += double(q.v[size_t((bh * ac.lq + i) * ac.d + c)]) *
-                     k.v[size_t((bh * ac.lk + j) * ac.d + c)];
-            p[size_t(j)] = dot * scale;
-            mx = std::max(mx, p[size_t(j)]);
-          }
-          if (mx == -INFINITY) continue;  // nothing visible: zeros
-          for (double& x : p) sum += x == -INFINITY ? 0.0 : (x = std::exp(x - mx));
-          for (int64_t j = 0; j < ac.lk; ++j) {
-            if (p[size_t(j)] == -INFINITY) continue;
-            for (int64_t c = 0; c < ac.dv; ++c)
-              want[size_t((bh * ac.lq + i) * ac.dv + c)] +=
-                  p[size_t(j)] / sum * v.v[size_t((bh * ac.lk + j) * ac.dv + c)];
-          }
-        }
-    expect_close(read_floats(o), want, tol(), "attention");
-  }
-};
-
-// Whisper large-v3-turbo's decoder: 20 heads of 64, 1..5 rows (beams), self-attention
-// over a growing cache and cross-attention over 1500 frames; 1, 7, 64 and 65 keys are one
-// chunk, 448 and 1500 several (the last one partial).
-TEST_P(DecoderAttention, WhisperShapes) {
-  for (int64_t rows = 1; rows <= 5; ++rows)
-    for (int64_t lk : {1, 7, 64, 65, 448, 1500}) run({rows, 20, 1, lk, 64, 64, false, false});
-}
-
-// One chunk with causal limits, padded keys (the last batch item fully padded: its rows
-// are zeros), the chunk size's edges, and D that takes the generic (not 16-byte) kernel.
-TEST_P(DecoderAttention, SingleChunkEdges) {
-  run({3, 4, 1, 100, 64, 64, true, true});
-  run({2, 3, 4, 50, 64, 64, true, false});     // Lq 4: causal limits inside the chunk
-  run({2, 2, 6, 3, 64, 64, true, false});      // Lq > Lk: the first rows see nothing
-  run({2, 5, 1, 128, 64, 64, false, true});    // the longest single chunk
-  run({2, 5, 1, 129, 64, 64, false, true});    // two chunks: 64 and 65
-  run({3, 2, 1, 90, 48, 40, false, true});     // generic kernel, Dv != D
-  run({1, 2, 1, 70, 200, 200, false, false});  // generic kernel, Dv over 128
-  run({1, 2, 1, 200, 200, 200, true, false});  // ... and several chunks
-}
-
-INSTANTIATE_TEST_SUITE_P(Ops, DecoderAttention, ::testing::ValuesIn(op_params()), op_param_name);
 
 // ---------------------------------------------------------------------------- softmax
 
