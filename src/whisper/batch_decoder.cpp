@@ -165,21 +165,59 @@ void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
 Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
                                           std::span<const int32_t> tokens,
                                           std::span<const int64_t> rows) {
-  using namespace whisper;
-  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
-  const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
-  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  const int64_t n = int64_t(slots.size());
   check_arg(n >= 1, "[whisper] batch prefill: no slots");
   check_arg(tokens.size() % slots.size() == 0 && !tokens.empty(),
             "[whisper] batch prefill: " + std::to_string(tokens.size()) +
                 " tokens are not the same positive number for each of " + std::to_string(n) +
                 " slots");
-  const int64_t t = int64_t(tokens.size()) / n, n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
-  check_arg(t <= n_ctx, "[whisper] batch prefill: " + std::to_string(t) +
-                            " tokens exceed the text context of " + std::to_string(n_ctx));
-  check_token_ids(tokens, c.n_vocab, "[whisper] batch prefill");
+  const int64_t t = int64_t(tokens.size()) / n;
   check_rows(rows, t);
+  const std::vector<int32_t> lengths(static_cast<size_t>(n), int32_t(t));
+  std::vector<int64_t> per_slot;
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows.empty()) {
+      for (int64_t r = 0; r < t; ++r) per_slot.push_back(r);
+    } else {
+      per_slot.insert(per_slot.end(), rows.begin(), rows.end());
+    }
+  }
+  return prefill_ragged(slots, tokens, lengths, per_slot);
+}
+
+Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
+                                           std::span<const int32_t> tokens,
+                                           std::span<const int32_t> lengths,
+                                           std::span<const int64_t> rows) {
+  using namespace whisper;
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  const int64_t n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+  check_arg(n >= 1, "[whisper] batch prefill: no slots");
+  check_arg(lengths.size() == slots.size(),
+            "[whisper] batch prefill: " + std::to_string(lengths.size()) + " lengths for " +
+                std::to_string(n) + " slots");
+  int64_t t = 0, sum = 0;
+  for (int32_t len : lengths) {
+    check_arg(len >= 1 && len <= n_ctx, "[whisper] batch prefill: a sequence of " +
+                                            std::to_string(len) + " tokens (1 to " +
+                                            std::to_string(n_ctx) + " fit the text context)");
+    t = std::max<int64_t>(t, len);
+    sum += len;
+  }
+  check_arg(sum == int64_t(tokens.size()), "[whisper] batch prefill: the lengths add up to " +
+                                               std::to_string(sum) + ", not the " +
+                                               std::to_string(tokens.size()) + " tokens given");
+  check_arg(!rows.empty() && rows.size() % slots.size() == 0,
+            "[whisper] batch prefill: " + std::to_string(rows.size()) +
+                " logits rows are not the same positive number for each of " + std::to_string(n) +
+                " slots");
+  const int64_t per = int64_t(rows.size()) / n;
+  for (int64_t i = 0; i < n; ++i)
+    check_rows(rows.subspan(size_t(i * per), size_t(per)), lengths[size_t(i)]);
+  check_token_ids(tokens, c.n_vocab, "[whisper] batch prefill");
   for (int32_t s : slots) {
     check_slot(s, "prefill");
     check_arg(encoded_[size_t(s)],
@@ -193,7 +231,12 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
   const DType dt = model_->dtype();
   const Device dev = model_->device();
 
-  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
+  // [n, T] tokens, each sequence padded with its own last token.
+  std::vector<int32_t> padded(static_cast<size_t>(n * t));
+  for (int64_t i = 0, at = 0; i < n; at += lengths[size_t(i)], ++i)
+    for (int64_t j = 0; j < t; ++j)
+      padded[size_t(i * t + j)] = tokens[size_t(at + std::min<int64_t>(j, lengths[size_t(i)] - 1))];
+  const Tensor ids = ids_on_device(pool_, host_pool_, padded, dev);
   Tensor x = pool_.alloc({n * t, d}, dt);  // [n * T, d]
   embedding(w.token_embedding, ids, x);
   Tensor x_3d = x.reshape({n, t, d});
@@ -204,7 +247,6 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
       for (int64_t i = 0; i < t; ++i)
         kv_rows[size_t((r * h + j) * t + i)] = int32_t((slots[size_t(r)] * h + j) * n_ctx + i);
   const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows, dev);
-
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& l = w.decoder_layers[i];
     LayerCache& lc = cache_[i];
@@ -248,11 +290,18 @@ Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
     }
     mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
   }
-  for (int32_t s : slots) {
-    std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(t));
-    n_cached_[size_t(s)] = int(t);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t s = slots[size_t(i)], len = lengths[size_t(i)];
+    std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(len));
+    n_cached_[size_t(s)] = len;
   }
-  const Tensor out = selected_rows(pool_, host_pool_, x, n, t, rows, dev);
+  // The wanted rows of each sequence, gathered before the vocabulary GEMM.
+  std::vector<int32_t> picked;
+  picked.reserve(rows.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < per; ++j) picked.push_back(int32_t(i * t + rows[size_t(i * per + j)]));
+  Tensor out = pool_.alloc({int64_t(picked.size()), d}, dt);
+  embedding(x, ids_on_device(pool_, host_pool_, picked, dev), out);  // a row gather
   return host_logits(host_pool_, device_logits(pool_, host_pool_, out, w, c.n_vocab, dev));
 }
 

@@ -56,6 +56,14 @@ class WhisperBatchSession {
   // all T), [n * rows.size() or n * T, n_vocab], slot by slot in the same order.
   Tensor prefill_batch(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                        std::span<const int64_t> rows = {});
+  // The same for sequences of different lengths: slot slots[i]'s lengths[i] tokens follow one
+  // another in `tokens`; shorter ones are padded at their end to the longest, T (the pads' K/V
+  // land in positions the slot has not cached: its key mask leaves them out and its later
+  // steps overwrite them; the causal attention keeps them out of the real tokens). f32 logits
+  // on the CPU of each slot's positions rows[i * r, (i + 1) * r) (indices into its own
+  // tokens; r = rows.size() / n >= 1), [n * r, n_vocab], slot by slot.
+  Tensor prefill_ragged(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                        std::span<const int32_t> lengths, std::span<const int64_t> rows);
 
   // One token per listed slot (distinct, encoded, each with room for one more position), each
   // at its own next position, in one decoder pass. f32 logits [n, n_vocab] on the CPU, row i

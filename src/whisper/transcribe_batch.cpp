@@ -4,11 +4,12 @@
 #include "whisper/transcribe_batch.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
-#include <map>
 #include <memory>
+#include <numeric>
+#include <string_view>
 
 #include "audio/mel.h"
 #include "audio/mel_device.h"
@@ -35,33 +36,57 @@ double ms_since(Clock::time_point t0) {
 // logits rows per window come back).
 constexpr int64_t kPrefillTokens = 8192;
 
-// Each search's initial tokens into its slot (search i in slot i): windows whose initial
-// tokens have the same length and <|startoftranscript|> index share decoder passes
-// (prefill_batch); only the two logits rows each window reads come back (WindowSearch::first).
+// Whether windows of different lengths share a prefill pass (PARLEY_RAGGED_PREFILL=0: only
+// windows of one length do, as before; to compare the two).
+bool ragged_prefill_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PARLEY_RAGGED_PREFILL");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return on;
+}
+
+// Each search's initial tokens into its slot (search i in slot i) in as few decoder passes
+// as padding allows: windows sorted by length share a pass (prefill_ragged, the shorter ones
+// padded) while it stays within kPrefillTokens rows and its pads are at most a quarter of
+// its real tokens. Only the two logits rows each window reads come back
+// (WindowSearch::first): at its <|startoftranscript|> and its last initial token.
 void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
-  std::map<std::pair<size_t, int>, std::vector<int32_t>> groups;  // (length, sot index)
-  for (size_t i = 0; i < searches.size(); ++i)
-    groups[{searches[i].initial_tokens().size(), searches[i].sot_index()}].push_back(int32_t(i));
-  std::vector<int32_t> group, tokens;
-  for (const auto& [key, slots] : groups) {
-    const auto [t, sot] = key;
-    const std::array<int64_t, 2> rows = {sot, int64_t(t) - 1};
-    const size_t per_pass = size_t(std::max<int64_t>(1, kPrefillTokens / int64_t(t)));
-    for (size_t g0 = 0; g0 < slots.size(); g0 += per_pass) {
-      group.assign(slots.begin() + int64_t(g0),
-                   slots.begin() + int64_t(std::min(slots.size(), g0 + per_pass)));
-      tokens.clear();
-      for (int32_t slot : group) {
-        const auto& init = searches[size_t(slot)].initial_tokens();
-        tokens.insert(tokens.end(), init.begin(), init.end());
-      }
-      const Tensor logits = group.size() == 1 ? batch.prefill(group[0], tokens, rows)
-                                              : batch.prefill_batch(group, tokens, rows);
-      const int64_t v = logits.dim(1);
-      for (size_t k = 0; k < group.size(); ++k) {
-        const float* at_sot = logits.data<float>() + int64_t(2 * k) * v;
-        searches[size_t(group[k])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
-      }
+  const auto length = [&](int32_t i) {
+    return int64_t(searches[size_t(i)].initial_tokens().size());
+  };
+  std::vector<int32_t> order(searches.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return length(a) < length(b); });
+  const bool ragged = ragged_prefill_enabled();
+  std::vector<int32_t> group, tokens, lengths;
+  std::vector<int64_t> rows;
+  for (size_t g0 = 0, g1 = 0; g0 < order.size(); g0 = g1) {
+    int64_t real = length(order[g0]);
+    for (g1 = g0 + 1; g1 < order.size(); ++g1) {
+      const int64_t len = length(order[g1]), count = int64_t(g1 - g0) + 1;  // len: the longest
+      if (!ragged && len != length(order[g0])) break;
+      if (count * len > kPrefillTokens || 4 * count * len > 5 * (real + len)) break;
+      real += len;
+    }
+    group.assign(order.begin() + int64_t(g0), order.begin() + int64_t(g1));
+    tokens.clear();
+    lengths.clear();
+    rows.clear();
+    for (int32_t slot : group) {
+      const WindowSearch& search = searches[size_t(slot)];
+      tokens.insert(tokens.end(), search.initial_tokens().begin(), search.initial_tokens().end());
+      lengths.push_back(int32_t(length(slot)));
+      rows.push_back(search.sot_index());
+      rows.push_back(length(slot) - 1);
+    }
+    const Tensor logits = group.size() == 1 ? batch.prefill(group[0], tokens, rows)
+                                            : batch.prefill_ragged(group, tokens, lengths, rows);
+    const int64_t v = logits.dim(1);
+    for (size_t k = 0; k < group.size(); ++k) {
+      const float* at_sot = logits.data<float>() + int64_t(2 * k) * v;
+      searches[size_t(group[k])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
     }
   }
 }

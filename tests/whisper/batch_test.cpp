@@ -175,6 +175,73 @@ TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
                Error);
 }
 
+// Sequences of different lengths in one pass (prefill_ragged): each slot's wanted rows
+// equal a separate session's, and the steps after it (one per slot, two rounds) read only
+// the slot's own cached positions, never the pads written past its length.
+TEST(WhisperBatchSession, RaggedPrefillEqualsSeparateSessions) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  const int n_mels = model->config().n_mels;
+  const int64_t n_vocab = model->config().n_vocab;
+  const auto& tok = english();
+  const std::vector<Tensor> windows = {first_window(audio("jfk.wav"), n_mels),
+                                       first_window(audio("english.wav"), n_mels),
+                                       first_window(audio("jfk.wav"), n_mels)};
+  const std::vector<int32_t> slots = {1, 3, 0};
+  const std::vector<std::vector<int32_t>> initial = {
+      {tok.sot(), tok.timestamp_begin()},
+      {tok.sot_prev(), 900, 902, 903, 904, 905, 906, tok.sot(), tok.no_timestamps()},
+      {tok.sot_prev(), 400, 401, tok.sot()}};
+  Tensor mels = Tensor::empty({3, n_mels, kChunkFrames}, DType::f32);
+  for (int i = 0; i < 3; ++i)
+    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
+                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  WhisperBatchSession batch(model, 4);
+  batch.encode(slots, mels);
+  std::vector<int32_t> all, lengths;
+  std::vector<int64_t> rows;
+  for (const auto& seq : initial) {
+    all.insert(all.end(), seq.begin(), seq.end());
+    lengths.push_back(int32_t(seq.size()));
+    rows.push_back(0);                        // the first position
+    rows.push_back(int64_t(seq.size()) - 1);  // and the last
+  }
+  const Tensor logits = batch.prefill_ragged(slots, all, lengths, rows);
+  ASSERT_EQ(logits.dim(0), 6);
+  float worst = 0;
+  std::vector<std::unique_ptr<WhisperSession>> singles;
+  for (int i = 0; i < 3; ++i) {
+    singles.push_back(std::make_unique<WhisperSession>(model));
+    singles.back()->encode(windows[size_t(i)]);
+    const Tensor ref = singles.back()->decode(initial[size_t(i)]);
+    const int64_t last = ref.dim(0) - 1;
+    worst = std::max(
+        worst, max_abs_diff(logits.data<float>() + (2 * i) * n_vocab, ref.data<float>(), n_vocab));
+    worst = std::max(worst, max_abs_diff(logits.data<float>() + (2 * i + 1) * n_vocab,
+                                         ref.data<float>() + last * n_vocab, n_vocab));
+    EXPECT_EQ(batch.n_cached(slots[size_t(i)]), int(initial[size_t(i)].size()));
+  }
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<int32_t> next = {1234, 2345, 3456};
+    const Tensor a = batch.step(slots, next);
+    for (int i = 0; i < 3; ++i) {
+      const Tensor b = singles[size_t(i)]->decode(std::span<const int32_t>(&next[size_t(i)], 1));
+      worst =
+          std::max(worst, max_abs_diff(a.data<float>() + i * n_vocab, b.data<float>(), n_vocab));
+    }
+  }
+  EXPECT_LT(worst, 2e-3f);
+  std::printf("ragged prefill vs single: max |diff| %.3g\n", worst);
+  // Lengths must add up to the tokens; rows must lie inside each sequence.
+  batch.reset(0);
+  batch.reset(1);
+  batch.reset(3);
+  EXPECT_THROW(batch.prefill_ragged(slots, all, std::vector<int32_t>{2, 9, 3}, rows), Error);
+  std::vector<int64_t> bad = rows;
+  bad[0] = 2;  // past the first sequence's 2 tokens
+  EXPECT_THROW(batch.prefill_ragged(slots, all, lengths, bad), Error);
+}
+
 // prefill / prefill_batch with `rows` return those rows of the full logits; a bad row
 // is refused before the pass (nothing cached).
 TEST(WhisperBatchSession, PrefillRowsAreThoseRowsOfTheFullLogits) {
