@@ -48,6 +48,15 @@ Tensor first_window(const std::vector<float>& samples, int n_mels) {
   return pad_or_trim_frames(log_mel_spectrogram(samples, n_mels));
 }
 
+// Windows f32 [n_mels, 3000] stacked as encode()'s [n, n_mels, 3000].
+Tensor stack_windows(const std::vector<Tensor>& windows) {
+  const int64_t n_mels = windows.at(0).dim(0);
+  Tensor mels = Tensor::empty({int64_t(windows.size()), n_mels, kChunkFrames}, DType::f32);
+  for (size_t i = 0; i < windows.size(); ++i)
+    mels.slice0(int64_t(i), int64_t(i) + 1).reshape({n_mels, kChunkFrames}).copy_from(windows[i]);
+  return mels;
+}
+
 // Deterministic noise (a 32-bit LCG), amplitude `amp`.
 std::vector<float> noise(size_t n, float amp) {
   std::vector<float> out(n);
@@ -81,11 +90,7 @@ TEST(WhisperBatchSession, StepLogitsOfRowsAtDifferentPositionsEqualSeparateSessi
       tok.sot_sequence("en", "transcribe"),
       {tok.sot_prev(), 400, 401, 402, 403, 404, tok.sot(), tok.no_timestamps()},
       {tok.sot(), tok.timestamp_begin(), 843}};
-  const int64_t n_mels_frames = int64_t(n_mels) * kChunkFrames;
-  Tensor mels = Tensor::empty({3, n_mels, kChunkFrames}, DType::f32);
-  for (int i = 0; i < 3; ++i)
-    std::memcpy(mels.data<float>() + i * n_mels_frames, windows[size_t(i)].data<float>(),
-                windows[size_t(i)].nbytes());
+  const Tensor mels = stack_windows(windows);
 
   WhisperBatchSession batch(model, 4);
   batch.encode(slots, mels);
@@ -141,10 +146,7 @@ TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
   const std::vector<std::vector<int32_t>> initial = {
       {tok.sot_prev(), 400, 401, tok.sot(), tok.timestamp_begin()},
       {tok.sot_prev(), 900, 902, tok.sot(), tok.no_timestamps()}};
-  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
-  for (int i = 0; i < 2; ++i)
-    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
-                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  const Tensor mels = stack_windows(windows);
   WhisperBatchSession batch(model, 3);
   batch.encode(slots, mels);
   std::vector<int32_t> all = initial[0];
@@ -192,10 +194,7 @@ TEST(WhisperBatchSession, RaggedPrefillEqualsSeparateSessions) {
       {tok.sot(), tok.timestamp_begin()},
       {tok.sot_prev(), 900, 902, 903, 904, 905, 906, tok.sot(), tok.no_timestamps()},
       {tok.sot_prev(), 400, 401, tok.sot()}};
-  Tensor mels = Tensor::empty({3, n_mels, kChunkFrames}, DType::f32);
-  for (int i = 0; i < 3; ++i)
-    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
-                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  const Tensor mels = stack_windows(windows);
   WhisperBatchSession batch(model, 4);
   batch.encode(slots, mels);
   std::vector<int32_t> all, lengths;
@@ -251,10 +250,7 @@ TEST(WhisperBatchSession, PrefillRowsAreThoseRowsOfTheFullLogits) {
   const int64_t v = model->config().n_vocab;
   const auto& tok = english();
   const Tensor window = first_window(audio("jfk.wav"), n_mels);
-  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
-  for (int i = 0; i < 2; ++i)
-    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames, window.data<float>(),
-                window.nbytes());
+  const Tensor mels = stack_windows({window, window});
   const std::vector<int32_t> slots = {0, 1};
   const std::vector<int32_t> one = {tok.sot_prev(), 400, 401, tok.sot(), tok.timestamp_begin()};
   const std::vector<int32_t> other = {tok.sot_prev(), 900, 902, tok.sot(), tok.no_timestamps()};
@@ -292,10 +288,7 @@ TEST(WhisperBatchSession, StepArgmaxEqualsArgmaxOfStepLogits) {
   const auto& tok = english();
   const std::vector<Tensor> windows = {first_window(audio("jfk.wav"), n_mels),
                                        first_window(audio("english.wav"), n_mels)};
-  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
-  for (int i = 0; i < 2; ++i)
-    std::memcpy(mels.data<float>() + int64_t(i) * n_mels * kChunkFrames,
-                windows[size_t(i)].data<float>(), windows[size_t(i)].nbytes());
+  const Tensor mels = stack_windows(windows);
   const std::vector<int32_t> slots = {0, 1};
   WhisperBatchSession by_logits(model, 2), by_argmax(model, 2);
   const std::vector<int32_t> initial = {tok.sot(), tok.no_timestamps()};
