@@ -5,7 +5,9 @@
 // graph; every later step at that offset, in any window, replays the graph with one launch.
 // Two kinds of step have graphs of their own: one that returns the logits, and one that also
 // makes the token choice on the device (masked_topk with k = 1, WhisperSession::decode_choose),
-// whose only inputs are the token and its rule row, uploaded together.
+// whose only inputs are the token and its rule row, uploaded together; its suppress mask
+// lives in one session buffer that a new set of ids overwrites in place (encoder.h
+// SuppressMask), so the graphs that read it stay valid.
 //
 // Why replay is safe: a step's shapes and pointers depend only on its offset. Weights, KV
 // caches, cross-attention K/V and the token buffer below never move; the step's scratch
