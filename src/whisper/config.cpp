@@ -112,9 +112,14 @@ WhisperConfig config_from_mlx(const std::string& config_json, const std::string&
                                                 j["model_type"].dump() + ", expected \"whisper\"");
   // mlx-examples whisper/convert.py quantize(): {"group_size", "bits"} and packed uint32
   // weights with scales/biases.
-  check(!j.contains("quantization"), ErrorKind::unsupported,
-        "[whisper] " + source + ": quantized mlx weights (" + j["quantization"].dump() +
-            ") are not supported; convert with --dtype float16 or float32");
+  // (The message is built only when the key exists: operator[] of a const json on a missing
+  // key is undefined behaviour, and an eager check() message read it on every load, a
+  // crash about one load in 25.)
+  if (j.contains("quantization"))
+    throw Error(ErrorKind::unsupported, "[whisper] " + source + ": quantized mlx weights (" +
+                                            j.at("quantization").dump() +
+                                            ") are not supported; convert with --dtype float16 or "
+                                            "float32");
   WhisperConfig c;
   c.n_mels = json_int(j, "n_mels", source);
   c.n_audio_ctx = json_int(j, "n_audio_ctx", source);
