@@ -28,20 +28,6 @@
 namespace parley {
 namespace {
 
-// f32 logits [T, n_vocab] of the final hidden states x [T, d], on the model's device (the
-// GEMM writes f32 whatever the weights' dtype: 16-bit logits would flip argmaxes).
-Tensor device_logits(Pool& pool, Pool& host_pool, const Tensor& x, const WhisperWeights& w,
-                     int64_t n_vocab, Device dev) {
-  const int64_t t = x.dim(0);
-  const Tensor out = whisper::layer_norm(pool, x, w.decoder_ln);  // [T, d]
-  Tensor logits = dev == Device::cpu ? host_pool.alloc({t, n_vocab}, DType::f32)
-                                     : pool.alloc({t, n_vocab}, DType::f32);
-  MatmulOptions opt;
-  opt.trans_b = true;
-  matmul(out, w.token_embedding, logits, opt);
-  return logits;
-}
-
 // `logits` on the CPU (itself when it is there already).
 Tensor host_logits(Pool& host_pool, const Tensor& logits) {
   if (!logits.is_cuda()) return logits;
@@ -149,7 +135,7 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
   std::memset(mask_host_.data<int8_t>() + int64_t(slot) * c.n_text_ctx + offset, 1, size_t(t));
   n_cached_[size_t(slot)] = int(total);
   const Tensor out = selected_rows(pool_, host_pool_, x, 1, t, rows, dev);
-  return host_logits(host_pool_, device_logits(pool_, host_pool_, out, w, c.n_vocab, dev));
+  return host_logits(host_pool_, final_logits(pool_, out, w, c.n_vocab));
 }
 
 void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
@@ -302,7 +288,7 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
     for (int64_t j = 0; j < per; ++j) picked.push_back(int32_t(i * t + rows[size_t(i * per + j)]));
   Tensor out = pool_.alloc({int64_t(picked.size()), d}, dt);
   embedding(x, ids_on_device(pool_, host_pool_, picked, dev), out);  // a row gather
-  return host_logits(host_pool_, device_logits(pool_, host_pool_, out, w, c.n_vocab, dev));
+  return host_logits(host_pool_, final_logits(pool_, out, w, c.n_vocab));
 }
 
 Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
@@ -396,7 +382,7 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
     mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
   }
   for (int32_t s : slots) ++n_cached_[size_t(s)];
-  return device_logits(pool_, host_pool_, x, w, c.n_vocab, dev);
+  return final_logits(pool_, x, w, c.n_vocab);
 }
 
 Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {

@@ -99,19 +99,6 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   linear_residual(attn.reshape({b, d}), l.self_out, x);
 }
 
-// Logits f32 [T, n_vocab] on x's device of the final hidden states x [T, d]: the final
-// LayerNorm, then the GEMM against the token embedding. f32 out of the GEMM whatever the
-// weights' dtype (f32 accumulation): 16-bit logits would flip argmaxes between near-equal
-// candidates.
-Tensor logits_of(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
-  const Tensor out = layer_norm(pool, x, w.decoder_ln);         // [T, d]
-  Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
-  MatmulOptions opt;
-  opt.trans_b = true;
-  matmul(out, w.token_embedding, logits, opt);
-  return logits;
-}
-
 }  // namespace
 }  // namespace whisper
 
@@ -220,7 +207,7 @@ Tensor WhisperSession::rows_logits(std::span<const int32_t> tokens) {
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
   n_cached_ = int(offset + 1);
-  return logits_of(pool_, x, w, c.n_vocab);
+  return final_logits(pool_, x, w, c.n_vocab);
 }
 
 Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
@@ -251,7 +238,7 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
     embedding(x, *row_ids, picked);  // a row gather (LayerNorm is per row: gather first)
     x = picked;
   }
-  return logits_of(pool_, x, w, c.n_vocab);
+  return final_logits(pool_, x, w, c.n_vocab);
 }
 
 Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const int64_t> rows) {

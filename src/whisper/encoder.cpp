@@ -72,6 +72,15 @@ Tensor merge_heads(Pool& pool, const Tensor& x) {
   return merged;
 }
 
+Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
+  const Tensor out = layer_norm(pool, x, w.decoder_ln);         // [T, d]
+  Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
+  MatmulOptions opt;
+  opt.trans_b = true;
+  matmul(out, w.token_embedding, logits, opt);
+  return logits;
+}
+
 Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev) {
   Tensor host = host_pool.alloc({int64_t(ids.size())}, DType::i32);
   std::memcpy(host.raw(), ids.data(), ids.size_bytes());

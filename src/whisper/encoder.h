@@ -41,6 +41,12 @@ Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head);
 // x [1, H, T, d_head] -> [T, H * d_head]
 Tensor merge_heads(Pool& pool, const Tensor& x);
 
+// Logits f32 [T, n_vocab] on x's device of the decoder's final hidden states x [T, d]: the
+// final LayerNorm, then the GEMM against the token embedding, f32 out of the GEMM whatever
+// the weights' dtype (f32 accumulation: 16-bit logits would flip argmaxes between near-equal
+// candidates). The session and the batch session both end their passes here.
+Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab);
+
 // i32 values (token ids, positions, cache rows) as a tensor on `dev`, staged through
 // host_pool (both pools' blocks are reused, so a warm step allocates nothing).
 Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev);
