@@ -142,17 +142,13 @@ double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_
   std::iota(source.begin(), source.end(), 0);
   source.back() = 0;
   std::vector<int32_t> best(static_cast<size_t>(beam)), rules;
-  std::vector<std::vector<int32_t>> seqs(size_t(beam), prefix), next_seqs;
+  std::vector<std::vector<int32_t>> seqs(size_t(beam), prefix), next_seqs = seqs;
   session.fork(beam);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
-    bool chosen = choice != nullptr;
-    rules.clear();
-    for (int r = 0; r < beam && chosen; ++r) {
-      seqs[size_t(r)].push_back(tokens[size_t(r)]);
-      chosen = step_rule(choice->filters, seqs[size_t(r)], choice->rule);
-      rules.insert(rules.end(), choice->rule.v.begin(), choice->rule.v.end());
-    }
+    if (choice)
+      for (int r = 0; r < beam; ++r) seqs[size_t(r)].push_back(tokens[size_t(r)]);
+    const bool chosen = choice && step_rules(choice->filters, seqs, rules);
     if (chosen) {
       const int k = beam + 1;
       const auto& c = session.decode_choose(tokens, choice->always, rules, k);
@@ -162,12 +158,11 @@ double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_
       for (int r = 0; r < beam; ++r) best[size_t(r)] = raw_argmax(logits, r);
     }
     session.reorder_rows(source);
-    next_seqs.clear();
     for (int r = 0; r < beam; ++r) {
       tokens[size_t(r)] = best[size_t(source[size_t(r)])];
-      if (chosen) next_seqs.push_back(seqs[size_t(source[size_t(r)])]);
+      if (choice) next_seqs[size_t(r)] = seqs[size_t(source[size_t(r)])];  // reuses capacity
     }
-    if (chosen) seqs.swap(next_seqs);
+    if (choice) seqs.swap(next_seqs);
   }
   return ms_since(t0) / steps;
 }

@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/ops/reduce.h"
 #include "whisper/beam_search.h"
+#include "whisper/encoder.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
 #include "whisper/sampling.h"
@@ -129,18 +130,12 @@ void LogitsSource::decode_choose(std::span<const int32_t> tokens, std::span<cons
                 std::to_string(n) + " rows");
   const Tensor logits = n == 1 ? decode(tokens) : decode_rows(tokens);
   check_logits(logits, n, logits.dim(1));
-  Tensor mask = Tensor::zeros({logits.dim(1)}, DType::i8);
-  for (int32_t id : always) {
-    check_arg(id >= 0 && id < logits.dim(1),
-              "[whisper] decode_choose: suppressed id " + std::to_string(id) + " out of range");
-    mask.data<int8_t>()[id] = 1;
-  }
+  whisper::SuppressMask mask;
   Tensor rule_rows = Tensor::empty({n, kRuleWidth}, DType::i32);
   std::copy(rules.begin(), rules.end(), rule_rows.data<int32_t>());
   Tensor lp = Tensor::empty({n, k}, DType::f32), top = Tensor::empty({n, k}, DType::i32);
-  masked_topk(logits, &mask, rule_rows, k, lp, top);
-  ids.assign(top.data<int32_t>(), top.data<int32_t>() + n * k);
-  logprobs.assign(lp.data<float>(), lp.data<float>() + n * k);
+  masked_topk(logits, &mask.get(always, int(logits.dim(1)), Device::cpu), rule_rows, k, lp, top);
+  whisper::read_choices(top, lp, ids, logprobs);
 }
 
 Tensor LogitsSource::decode_selected(std::span<const int32_t> tokens,
@@ -487,7 +482,6 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   const int top_k = beam ? options.beam_size + 1 : 1;
   std::vector<int32_t> rules, chosen_ids;
   std::vector<float> chosen_logprobs;
-  StepRule rule;
   for (int i = 0; i < sample_len; ++i) {
     check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
           "[whisper] decoding cancelled");
@@ -505,14 +499,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       if (n_group > 1) source.fork(n_group);
     } else {
       for (size_t r = 0; r < size_t(n_group); ++r) last[r] = rows.tokens[r].back();
-      if (on_device) {
-        rules.clear();
-        chosen = true;
-        for (size_t r = 0; r < size_t(n_group) && chosen; ++r) {
-          chosen = step_rule(filters, rows.tokens[r], rule);
-          rules.insert(rules.end(), rule.v.begin(), rule.v.end());
-        }
-      }
+      chosen = on_device && step_rules(filters, rows.tokens, rules);
       if (chosen) {
         source.decode_choose(last, always, rules, top_k, chosen_ids, chosen_logprobs);
       } else {

@@ -70,35 +70,12 @@ ApplyTimestampRules::ApplyTimestampRules(const WhisperTokenizer& tokenizer, int 
 
 void ApplyTimestampRules::apply(std::span<float> logits, std::span<const int32_t> tokens) const {
   fill(logits, no_timestamps_, int64_t(no_timestamps_) + 1);
-
-  const auto sampled = tokens.subspan(std::min(tokens.size(), size_t(std::max(sample_begin_, 0))));
-  const auto is_ts = [&](int32_t t) { return t >= timestamp_begin_; };
-  const bool last_was_timestamp = !sampled.empty() && is_ts(sampled.back());
-  const bool penultimate_was_timestamp = sampled.size() < 2 || is_ts(sampled[sampled.size() - 2]);
-  if (last_was_timestamp) {
-    if (penultimate_was_timestamp) {
-      fill(logits, timestamp_begin_, int64_t(logits.size()));  // a pair closed: text next
-    } else {
-      fill(logits, 0, eot_);  // an open timestamp: its closing one or <|endoftext|>
-    }
-  }
-
-  // Timestamps never decrease; after a closed pair (or text) the next one must be strictly
-  // later, so every segment has a nonzero length and the seek loop cannot stall.
-  const auto last_ts = std::find_if(sampled.rbegin(), sampled.rend(), is_ts);
-  if (last_ts != sampled.rend()) {
-    const int64_t last = *last_ts;
-    const int64_t limit = (last_was_timestamp && !penultimate_was_timestamp) ? last : last + 1;
-    fill(logits, timestamp_begin_, limit);
-  }
-
-  if (int64_t(tokens.size()) == sample_begin_) {
-    fill(logits, 0, timestamp_begin_);  // the first sampled token is a timestamp
-    if (max_initial_timestamp_index_) {
-      fill(logits, int64_t(timestamp_begin_) + *max_initial_timestamp_index_ + 1,
-           int64_t(logits.size()));
-    }
-  }
+  // The grammar's ranges at this position (add_rule below; from an empty row they always
+  // fit), then the comparison that masked_topk's split rule makes on the device.
+  StepRule rule;
+  add_rule(tokens, rule);
+  for (int r = 0; r < rule.n_ranges; ++r)
+    fill(logits, rule.v[size_t(1 + 2 * r)], rule.v[size_t(2 + 2 * r)]);
 
   // Comparing log-probabilities (the reference takes log_softmax first) is comparing
   // logsumexp over the timestamps with the best text logit: the normalizer cancels.
@@ -113,7 +90,9 @@ void ApplyTimestampRules::always_masked(std::vector<int32_t>& ids) const {
   ids.push_back(no_timestamps_);
 }
 
-// apply() above as ranges, in its order; the final comparison is masked_topk's split rule.
+// The grammar as ranges: <|notimestamps|> is in always_masked; the final comparison (the
+// timestamps' logsumexp against the best text logit) is masked_topk's split rule, and
+// apply() makes it on the host.
 bool ApplyTimestampRules::add_rule(std::span<const int32_t> tokens, StepRule& rule) const {
   const auto sampled = tokens.subspan(std::min(tokens.size(), size_t(std::max(sample_begin_, 0))));
   const auto is_ts = [&](int32_t t) { return t >= timestamp_begin_; };
@@ -121,9 +100,12 @@ bool ApplyTimestampRules::add_rule(std::span<const int32_t> tokens, StepRule& ru
   const bool penultimate_was_timestamp = sampled.size() < 2 || is_ts(sampled[sampled.size() - 2]);
   constexpr int32_t kEnd = std::numeric_limits<int32_t>::max();  // clamped to n_vocab
   bool ok = true;
+  // A closed pair: text next; an open timestamp: its closing one or <|endoftext|>.
   if (last_was_timestamp)
     ok &= penultimate_was_timestamp ? rule.add_range(timestamp_begin_, kEnd)
                                     : rule.add_range(0, eot_);
+  // Timestamps never decrease; after a closed pair (or text) the next one must be strictly
+  // later, so every segment has a nonzero length and the seek loop cannot stall.
   const auto last_ts = std::find_if(sampled.rbegin(), sampled.rend(), is_ts);
   if (last_ts != sampled.rend()) {
     const int32_t last = *last_ts;
@@ -131,7 +113,7 @@ bool ApplyTimestampRules::add_rule(std::span<const int32_t> tokens, StepRule& ru
     ok &= rule.add_range(timestamp_begin_, limit);
   }
   if (int64_t(tokens.size()) == sample_begin_) {
-    ok &= rule.add_range(0, timestamp_begin_);
+    ok &= rule.add_range(0, timestamp_begin_);  // the first sampled token is a timestamp
     if (max_initial_timestamp_index_)
       ok &= rule.add_range(timestamp_begin_ + *max_initial_timestamp_index_ + 1, kEnd);
   }
@@ -219,6 +201,17 @@ bool step_rule(std::span<const std::unique_ptr<LogitFilter>> filters,
   rule = StepRule{};
   for (const auto& f : filters)
     if (!f->add_rule(tokens, rule)) return false;
+  return true;
+}
+
+bool step_rules(std::span<const std::unique_ptr<LogitFilter>> filters,
+                std::span<const std::vector<int32_t>> sequences, std::vector<int32_t>& rules) {
+  rules.clear();
+  StepRule rule;
+  for (const auto& seq : sequences) {
+    if (!step_rule(filters, seq, rule)) return false;
+    rules.insert(rules.end(), rule.v.begin(), rule.v.end());
+  }
   return true;
 }
 

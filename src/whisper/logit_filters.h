@@ -122,5 +122,9 @@ std::vector<std::unique_ptr<LogitFilter>> make_logit_filters(const WhisperTokeni
 std::vector<int32_t> always_masked(std::span<const std::unique_ptr<LogitFilter>> filters);
 bool step_rule(std::span<const std::unique_ptr<LogitFilter>> filters,
                std::span<const int32_t> tokens, StepRule& rule);
+// step_rule for each of several sequences (beam rows): their rule rows into `rules`
+// (kRuleWidth each, replacing its contents); false when one of them has none.
+bool step_rules(std::span<const std::unique_ptr<LogitFilter>> filters,
+                std::span<const std::vector<int32_t>> sequences, std::vector<int32_t>& rules);
 
 }  // namespace parley
