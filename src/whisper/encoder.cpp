@@ -51,9 +51,13 @@ Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln) {
 
 void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
                const LinearWeights& fc2) {
-  const Tensor mlp_in = layer_norm(pool, x, ln);  // [T, d]
-  Tensor hidden = linear(pool, mlp_in, fc1);      // [T, 4d]
-  gelu(hidden, hidden);
+  const Tensor mlp_in = layer_norm(pool, x, ln);                         // [T, d]
+  Tensor hidden = pool.alloc({x.dim(0), fc1.weight.dim(0)}, x.dtype());  // [T, 4d]
+  MatmulOptions opt;
+  opt.trans_b = true;
+  opt.bias = &fc1.bias;
+  opt.gelu = true;  // one launch for a decoder step's few rows (the GEMM's epilogue)
+  matmul(mlp_in, fc1.weight, hidden, opt);
   linear_residual(hidden, fc2, x);
 }
 

@@ -23,6 +23,7 @@ struct MatmulCase {
   bool bias = false;
   bool c_f32 = false;  // c in f32 whatever the input dtype
   bool bias_f32 = false;
+  bool gelu = false;  // MatmulOptions::gelu (beta 0)
 };
 
 std::string describe(const MatmulCase& c) {
@@ -30,7 +31,7 @@ std::string describe(const MatmulCase& c) {
          std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
          (c.trans_b ? " trans_b" : "") + " alpha " + std::to_string(c.alpha) + " beta " +
          std::to_string(c.beta) + (c.bias ? (c.bias_f32 ? " bias f32" : " bias") : "") +
-         (c.c_f32 ? " c f32" : "");
+         (c.c_f32 ? " c f32" : "") + (c.gelu ? " gelu" : "");
 }
 
 // c0: c's values before the call (read when beta != 0).
@@ -53,6 +54,7 @@ std::vector<double> ref_matmul(const MatmulCase& c, const std::vector<float>& a,
         double r = double(c.alpha) * s;
         if (c.bias) r += bias[size_t(j)];
         if (c.beta != 0.0f) r += double(c.beta) * c0[o];
+        if (c.gelu) r = 0.5 * r * (1.0 + std::erf(r / std::sqrt(2.0)));
         out[o] = r;
       }
     }
@@ -80,6 +82,7 @@ class Matmul : public OpTest {
     opt.alpha = mc.alpha;
     opt.beta = mc.beta;
     opt.bias = mc.bias ? &dbias : nullptr;
+    opt.gelu = mc.gelu;
     matmul(da, db, c, opt);
     // A 16-bit product written to an f32 c is held to the f32 tolerance: nothing may round
     // it to 16 bits on the way.
@@ -121,6 +124,26 @@ TEST_P(Matmul, AlphaBeta) {
 TEST_P(Matmul, F32Output) {
   run({.m = 37, .n = 53, .k = 29, .trans_b = true, .bias = true, .c_f32 = true, .bias_f32 = true});
   run({.m = 37, .n = 53, .k = 29, .alpha = 2.0f, .beta = 0.5f, .bias = true, .c_f32 = true});
+}
+
+// GELU after the bias: fused into CUDA's few-row kernel (fc1 of a decoder step), the gelu op
+// after the GEMM elsewhere (many rows, f32, the CPU).
+TEST_P(Matmul, Gelu) {
+  run({.m = 1, .n = 5120, .k = 1280, .trans_b = true, .bias = true, .gelu = true});
+  run({.m = 5, .n = 387, .k = 64, .trans_b = true, .alpha = 0.5f, .bias = true, .gelu = true});
+  run({.m = 3, .n = 64, .k = 1280, .trans_b = true, .c_f32 = true, .gelu = true});
+  run({.m = 40, .n = 256, .k = 128, .trans_b = true, .bias = true, .gelu = true});
+  run({.m = 37, .n = 53, .k = 29, .bias = true, .bias_f32 = true, .gelu = true});
+}
+
+TEST_P(Matmul, GeluNeedsBetaZero) {
+  const Tensor a = dev(random({2, 8}).t), b = dev(random({4, 8}).t);
+  Tensor c = out({2, 4}, dtype());
+  MatmulOptions opt;
+  opt.trans_b = true;
+  opt.beta = 1.0f;
+  opt.gelu = true;
+  expect_error([&] { matmul(a, b, c, opt); }, {"gelu needs beta == 0"});
 }
 
 TEST_P(Matmul, KEqualsOne) {
@@ -193,6 +216,12 @@ TEST_P(Matmul, DecodeRows) {
   run({.batch = 2, .m = 4, .n = 384, .k = 1280, .trans_b = true, .beta = 1.0f, .bias = true});
   // The vocabulary projection (Whisper small's K), logits in f32.
   run({.m = 1, .n = 51866, .k = 768, .trans_b = true, .c_f32 = true});
+  // Turbo's shapes, which CUDA cuts into 1 (fc1), 2 (the attention projections) and 4
+  // (fc2) K slices per block; and a long K that takes a lane two passes.
+  run({.m = 1, .n = 5120, .k = 1280, .trans_b = true, .bias = true});
+  run({.m = 1, .n = 1280, .k = 1280, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 1, .n = 1280, .k = 5120, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 1, .n = 64, .k = 20480, .trans_b = true});
   // Just outside the kernel's shapes: cuBLAS again.
   run({.m = 9, .n = 384, .k = 64, .trans_b = true, .beta = 1.0f, .bias = true});
   run({.m = 2, .n = 384, .k = 60, .trans_b = true, .bias = true});
@@ -369,14 +398,19 @@ TEST_P(Attention, DecodeStep) {
 }
 
 // Whisper decoder shapes on CUDA's split-key path (keys cut into chunks of 64, merged by
-// a second kernel): cross-attention over 1500 frames (24 chunks, the last one partial),
-// beams over a causal self-attention cache, a chunk boundary exactly at Lk, and padded
-// keys (the last batch item fully padded: every chunk empty).
+// the last block of each (row, head) to finish): cross-attention over 1500 frames (24
+// chunks, the last one partial), beams over a causal self-attention cache, a chunk
+// boundary exactly at Lk, and padded keys (the last batch item fully padded: every chunk
+// empty); the 16-byte kernel at D = 32 (4 lanes a key) and D = 128 (the generic kernel for
+// 16-bit types). Every call must leave the per-(row, head) counters at zero for the next.
 TEST_P(Attention, DecodeSplitKeys) {
   run({1, 6, 1, 1500, 64, 64, false, false, 0.0f});
   run({5, 3, 1, 200, 64, 64, true, false, 0.0f});
   run({2, 2, 3, 128, 64, 64, true, true, 0.0f});
   run({3, 2, 2, 150, 32, 48, false, true, 0.0f});
+  run({3, 3, 1, 300, 32, 32, false, true, 0.0f});
+  run({1, 4, 1, 700, 128, 128, false, false, 0.0f});
+  run({1, 6, 1, 1500, 64, 64, false, false, 0.0f});  // again, on the counters left behind
 }
 
 // More than 4096 (row, head) pairs: CUDA leaves the split path for the per-row kernel.
@@ -384,8 +418,8 @@ TEST_P(Attention, ManyRows) { run({1, 8, 600, 70, 16, 16, true, true, 0.0f}); }
 
 // Whisper large-v3-turbo's decoder: 20 heads of 64, 1..5 rows (beams), self-attention
 // over a growing cache and cross-attention over 1500 frames. On CUDA's split path (keys in
-// chunks of 64; up to 128 keys are one chunk written out without the merge kernel) 1, 7, 64
-// and 65 keys are one chunk, 448 and 1500 several (the last one partial).
+// chunks of 64; up to 128 keys are one chunk written out without a merge) 1, 7, 64 and 65
+// keys are one chunk, 448 and 1500 several (the last one partial).
 TEST_P(Attention, DecoderStepShapes) {
   for (int64_t rows = 1; rows <= 5; ++rows)
     for (int64_t lk : {1, 7, 64, 65, 448, 1500}) run({rows, 20, 1, lk, 64, 64, false, false, 0.0f});

@@ -15,16 +15,21 @@
 // Few query rows (a decoder step: B * H * Lq <= kSplitMaxRows) take the split-key path
 // instead (flash-decoding): the keys of each (row, head) are cut into chunks of kChunk,
 // one block per chunk computes the chunk's max m, sum l = sum exp(s - m) and unnormalized
-// o = sum exp(s - m) v into a scratch buffer, and a second kernel merges the chunks:
+// o = sum exp(s - m) v into a scratch buffer, and the last of a (row, head)'s blocks to
+// finish merges the chunks (a counter per (row, head); no second launch):
 //   M = max m_c, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
-// That spreads a row's 1500 cross-attention keys over 24 blocks instead of one. When
-// D == Dv is 4, 8 or 16 vectors of 16 bytes (Whisper's 64 in every dtype) and the
-// tensors are 16-byte aligned, a vectorized chunk kernel replaces the generic one.
+// That spreads a row's 1500 cross-attention keys over 24 blocks instead of one. When T is
+// 16-bit, D == Dv is 4 or 8 vectors of 16 bytes (Whisper's 64) and the tensors are 16-byte
+// aligned, a vectorized chunk kernel that requests all its K and V up front replaces the
+// generic one. The split kernels let the next kernel launch early (allow_dependents,
+// common.cuh): the output projection after them loads its weights meanwhile.
 //
 // Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
 // heads side by side in rows of any width, e.g. q|k|v of a fused projection.
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -148,16 +153,127 @@ struct SplitOut {
   float* part_l;
   float* part_o;
   void* out;
+  int* counters;  // [rows * H], zero between launches: chunks finished per (row, head)
   int64_t chunks;
   int chunk;  // keys per chunk: kChunk, or kChunkShort when chunks == 1
 };
 
-// Writes a chunk's result: m, l and o[d] for d < Dv come from o_at(d) (every thread of
-// the block calls it, with the same m and l); m == -inf means no visible key.
-template <typename T, typename OAt>
-__device__ __forceinline__ void store_chunk(const SplitOut& so, const AttnShape& s, int64_t slot,
-                                            int64_t b, int64_t h, int64_t i, float m, float l,
-                                            OAt o_at) {
+// Merges the chunks of (row r = b * Lq + i, head h) into out[b, h, i, :] (every thread of
+// the block calls it): M = max m_c, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
+// The partial results come from other blocks: read through L2 (__ldcg), never a stale L1.
+template <typename T>
+__device__ void merge_chunks(const SplitOut& so, const AttnShape& s, int64_t key, int64_t b,
+                             int64_t h, int64_t i) {
+  __shared__ float part[kThreadsSplit];
+  const int tid = int(threadIdx.x);
+  const int64_t base = key * so.chunks;
+  T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
+  float mx = -INFINITY;
+  for (int64_t c = tid; c < so.chunks; c += kThreadsSplit)
+    mx = MaxOp{}(mx, __ldcg(so.part_m + base + c));
+  mx = block_reduce(mx, MaxOp{});
+  if (mx == -INFINITY) {  // no visible key in any chunk
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit) out_row[d] = dev_from_f32<T>(0.0f);
+    return;
+  }
+  float l = 0.0f;
+  for (int64_t c = tid; c < so.chunks; c += kThreadsSplit)
+    l += expf(__ldcg(so.part_m + base + c) - mx) * __ldcg(so.part_l + base + c);
+  const float inv = 1.0f / block_reduce(l, SumOp{});
+  const auto chunk_sum = [&](int64_t d, int64_t first, int64_t step) {
+    float acc = 0.0f;
+    for (int64_t c = first; c < so.chunks; c += step)
+      acc += expf(__ldcg(so.part_m + base + c) - mx) * __ldcg(so.part_o + (base + c) * s.dv + d);
+    return acc;
+  };
+  if (s.dv > kThreadsSplit / 2) {  // one thread per output, every chunk
+    for (int64_t d = tid; d < s.dv; d += kThreadsSplit)
+      out_row[d] = dev_from_f32<T>(chunk_sum(d, 0, 1) * inv);
+    return;
+  }
+  // Groups of Dv threads split the chunks; their sums meet in shared memory.
+  const int64_t groups = kThreadsSplit / s.dv, g = tid / s.dv, d = tid % s.dv;
+  part[tid] = g < groups ? chunk_sum(d, g, groups) : 0.0f;
+  __syncthreads();
+  if (tid < s.dv) {
+    float acc = 0.0f;
+    for (int64_t gi = 0; gi < groups; ++gi) acc += part[gi * s.dv + tid];
+    out_row[tid] = dev_from_f32<T>(acc * inv);
+  }
+}
+
+// merge_chunks for the 16-byte kernel's heads (Dv == kDim, a multiple of 4) and at most
+// kMergeChunks chunks: every chunk's m and l in one read into shared memory, then every
+// partial o requested at once as float4s (Whisper's cross-attention: 24 chunks of 64
+// values), where merge_chunks walks the chunks one dependent read after another.
+constexpr int kMergeChunks = 256;
+template <typename T, int kDim>
+__device__ void merge_chunks_vec(const SplitOut& so, const AttnShape& s, int64_t key, int64_t b,
+                                 int64_t h, int64_t i) {
+  constexpr int kQuads = kDim / 4;                      // float4s per row
+  constexpr int kGroups = kThreadsSplit / kQuads;       // chunk groups summed apart
+  __shared__ float w[kMergeChunks], l_c[kMergeChunks];  // m_c, then exp(m_c - M); l_c
+  __shared__ float4 part[kGroups][kQuads];
+  const int tid = int(threadIdx.x), chunks = int(so.chunks);
+  const int64_t base = key * so.chunks;
+  T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
+  float mx = -INFINITY;
+  for (int c = tid; c < chunks; c += kThreadsSplit) {
+    w[c] = __ldcg(so.part_m + base + c);
+    l_c[c] = __ldcg(so.part_l + base + c);
+    mx = MaxOp{}(mx, w[c]);
+  }
+  mx = block_reduce(mx, MaxOp{});  // also orders the writes to w and l_c before the reads
+  if (mx == -INFINITY) {           // no visible key in any chunk
+    for (int d = tid; d < kDim; d += kThreadsSplit) out_row[d] = dev_from_f32<T>(0.0f);
+    return;
+  }
+  float l = 0.0f;
+  for (int c = tid; c < chunks; c += kThreadsSplit) {
+    w[c] = expf(w[c] - mx);
+    l += w[c] * l_c[c];
+  }
+  const float inv = 1.0f / block_reduce(l, SumOp{});
+  const int q = tid % kQuads, g = tid / kQuads;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float4* o = reinterpret_cast<const float4*>(so.part_o + base * kDim) + q;
+#pragma unroll 4
+  for (int c = g; c < chunks; c += kGroups) {
+    const float4 v = __ldcg(o + int64_t(c) * kQuads);
+    const float wc = w[c];
+    acc.x += wc * v.x;
+    acc.y += wc * v.y;
+    acc.z += wc * v.z;
+    acc.w += wc * v.w;
+  }
+  part[g][q] = acc;
+  __syncthreads();
+  if (tid < kQuads) {
+    float4 sum = part[0][tid];
+    for (int gi = 1; gi < kGroups; ++gi) {
+      sum.x += part[gi][tid].x;
+      sum.y += part[gi][tid].y;
+      sum.z += part[gi][tid].z;
+      sum.w += part[gi][tid].w;
+    }
+    out_row[4 * tid] = dev_from_f32<T>(sum.x * inv);
+    out_row[4 * tid + 1] = dev_from_f32<T>(sum.y * inv);
+    out_row[4 * tid + 2] = dev_from_f32<T>(sum.z * inv);
+    out_row[4 * tid + 3] = dev_from_f32<T>(sum.w * inv);
+  }
+}
+
+// Ends a chunk's block (every thread of the block calls it, with the same m and l; o[d] for
+// d < Dv comes from o_at(d); m == -inf means no visible key). With one chunk it writes the
+// output; with several it writes the chunk's m, l and o, and the last block of the (row,
+// head) to finish merges them: a counter per (row, head) instead of a second launch (the
+// pattern of CUDA's threadFenceReduction sample), reset to zero by that block. kDim > 0:
+// the 16-byte kernel's merge (merge_chunks_vec).
+template <typename T, int kDim = 0, typename OAt>
+__device__ __forceinline__ void finish_chunk(const SplitOut& so, const AttnShape& s, int64_t slot,
+                                             int64_t b, int64_t h, int64_t i, float m, float l,
+                                             OAt o_at) {
+  __shared__ bool last;
   const int tid = int(threadIdx.x);
   if (so.chunks == 1) {
     T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
@@ -172,9 +288,23 @@ __device__ __forceinline__ void store_chunk(const SplitOut& so, const AttnShape&
   }
   float* o_out = so.part_o + slot * s.dv;
   for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = m == -INFINITY ? 0.0f : o_at(d);
+  __threadfence();  // this block's partials are visible before its count
+  __syncthreads();
+  const int64_t key = slot / so.chunks;  // r * H + h
+  if (tid == 0) {
+    last = atomicAdd(so.counters + key, 1) == int(so.chunks) - 1;
+    if (last) so.counters[key] = 0;  // every other chunk has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if constexpr (kDim > 0)
+    merge_chunks_vec<T, kDim>(so, s, key, b, h, i);
+  else
+    merge_chunks<T>(so, s, key, b, h, i);
 }
 
-// P V for one chunk: sum_j p[j] v[j][d] for j < n, d < dv, handed to store_chunk. Each v
+// P V for one chunk: sum_j p[j] v[j][d] for j < n, d < dv, handed to finish_chunk. Each v
 // row is read by dv / kVec threads (kVec elements of one `Pack` each, dv % kVec == 0) and
 // 128 / (dv / kVec) key groups stride over the keys; the groups' partial rows (partial:
 // [kThreadsSplit * kVec] floats) are added through shared memory. Rows wider than 128
@@ -236,6 +366,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreadsSplit)
     attention_split_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
   extern __shared__ float smem[];
+  wait_for_inputs();
+  allow_dependents();
   float* qs = smem;                  // [D]
   float* p = qs + s.d;               // [kChunkShort]
   float* partial = p + kChunkShort;  // [kThreadsSplit]
@@ -249,7 +381,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
-    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
+    finish_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   const T* q_row = q + s.q.at(b, h, i);
@@ -272,7 +404,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   float m = -INFINITY;
   for (int j = 0; j < n; ++j) m = MaxOp{}(m, p[j]);
   if (m == -INFINITY) {  // every key of the chunk is masked
-    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
+    finish_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   __syncthreads();  // everyone has read the raw scores
@@ -282,23 +414,30 @@ __global__ void __launch_bounds__(kThreadsSplit)
   for (int j = 0; j < n; ++j) l += p[j];
   const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
   chunk_pv<T, 1>(p, n, v_head, s.v.row, int(s.dv), partial,
-                 [&](auto o_at) { store_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
+                 [&](auto o_at) { finish_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
 }
 
-// The split path's fast variant for D == Dv == LANES * VEC (16-byte vectors of VEC
-// elements; Whisper's D = 64 in f16/bf16 is 8 lanes per key): a key's dot product takes
-// LANES lanes, one 16-byte load each and a log2(LANES) shuffle reduction, so a warp
-// scores 32 / LANES keys at once; warp 0 takes the chunk's max and sum with shuffles;
-// P V is chunk_pv with 16-byte packs.
+// The split path's fast variant for 16-bit T with D == Dv == LANES * 8 (16-byte vectors;
+// Whisper's D = 64 is 8 lanes per key): thread (group g, lane sub) reads the vectors sub of
+// keys g, g + G, g + 2G, ... (G = 128 / LANES groups) of K and of V, every one of them
+// requested up front with q, before any arithmetic: a chunk costs one memory round trip
+// instead of one per pass (the cross-attention reads 1500 keys from DRAM every step). A
+// key's dot product is a log2(LANES) shuffle reduction; warp 0 takes the chunk's max and
+// sum; each thread then adds p[j] v[j] over its own keys, and the groups' rows meet in
+// shared memory.
 template <typename T, int kLanes>
 __global__ void __launch_bounds__(kThreadsSplit)
     attention_split_vec_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
-  constexpr int kVec = 16 / int(sizeof(T));
+  static_assert(sizeof(T) == 2, "16-byte vectors of 8 elements");
+  constexpr int kVec = 8;
   constexpr int kDim = kLanes * kVec;
   constexpr int kGroups = kThreadsSplit / kLanes;  // keys in flight per pass
+  constexpr int kPasses = kChunkShort / kGroups;   // keys per thread at most
   __shared__ float p[kChunkShort];
-  __shared__ float o_part[kThreadsSplit * kVec];
+  __shared__ float o_part[kGroups][kDim];
   __shared__ float chunk_m, chunk_l;
+  wait_for_inputs();
+  allow_dependents();
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
@@ -308,28 +447,35 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
-    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
+    finish_chunk<T, kDim>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
-
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
+  const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
+  uint4 k_raw[kPasses], v_raw[kPasses];
+#pragma unroll
+  for (int x = 0; x < kPasses; ++x) {
+    const int j = grp + x * kGroups;
+    k_raw[x] = j < n ? *reinterpret_cast<const uint4*>(k_head + int64_t(j) * s.k.row)
+                     : make_uint4(0, 0, 0, 0);
+    v_raw[x] = j < n ? *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row)
+                     : make_uint4(0, 0, 0, 0);
+  }
   float qf[kVec];
   {
-    const uint4 raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
-    const T* e = reinterpret_cast<const T*>(&raw);
+    const T* e = reinterpret_cast<const T*>(&q_raw);
 #pragma unroll
     for (int x = 0; x < kVec; ++x) qf[x] = dev_to_f32(e[x]) * s.scale;
   }
-  const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
-  // Every lane of a warp runs the same passes (the shuffles need all 32).
-  for (int base = 0; base < n; base += kGroups) {
-    const int j = base + grp;
-    float dot = 0.0f;
-    if (j < n) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(k_head + int64_t(j) * s.k.row);
-      const T* e = reinterpret_cast<const T*>(&raw);
+  // Every lane of a warp runs every pass (the shuffles need all 32).
 #pragma unroll
-      for (int x = 0; x < kVec; ++x) dot += qf[x] * dev_to_f32(e[x]);
-    }
+  for (int x = 0; x < kPasses; ++x) {
+    const int j = grp + x * kGroups;
+    const T* e = reinterpret_cast<const T*>(&k_raw[x]);
+    float dot = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kVec; ++y) dot += qf[y] * dev_to_f32(e[y]);
 #pragma unroll
     for (int off = kLanes / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     if (j < n && sub == 0) {
@@ -359,37 +505,54 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __syncthreads();
   const float m = chunk_m, l = chunk_l;
   if (m == -INFINITY) {  // every key of the chunk is masked
-    store_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
+    finish_chunk<T, kDim>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
-  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
-  chunk_pv<T, kVec>(p, n, v_head, s.v.row, kDim, o_part,
-                    [&](auto o_at) { store_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
+  float acc[kVec] = {};
+#pragma unroll
+  for (int x = 0; x < kPasses; ++x) {
+    const int j = grp + x * kGroups;
+    if (j >= n) break;
+    const float pj = p[j];
+    const T* e = reinterpret_cast<const T*>(&v_raw[x]);
+#pragma unroll
+    for (int y = 0; y < kVec; ++y) acc[y] += pj * dev_to_f32(e[y]);
+  }
+#pragma unroll
+  for (int y = 0; y < kVec; ++y) o_part[grp][sub * kVec + y] = acc[y];
+  __syncthreads();
+  finish_chunk<T, kDim>(so, s, slot, b, h, i, m, l, [&](int64_t d) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int g = 0; g < kGroups; ++g) sum += o_part[g][d];
+    return sum;
+  });
 }
 
-// One block per (head h, row r): merges the chunks into out[b, h, i, :].
-template <typename T>
-__global__ void attention_merge_kernel(const float* part_m, const float* part_l,
-                                       const float* part_o, T* out, AttnShape s, int64_t chunks) {
-  const int64_t h = blockIdx.x, r = blockIdx.y;
-  const int64_t b = r / s.lq, i = r - b * s.lq;
-  const int64_t base = (r * s.heads + h) * chunks;
-  T* out_row = out + s.o.at(b, h, i);
-  float mx = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c) mx = MaxOp{}(mx, part_m[base + c]);
-  if (mx == -INFINITY) {
-    for (int64_t d = threadIdx.x; d < s.dv; d += blockDim.x) out_row[d] = dev_from_f32<T>(0.0f);
-    return;
+// The split path's per-(row, head) chunk counters: zeroed once, left at zero by every
+// launch (finish_chunk). Grow-only, like Scratch, and never grown during graph capture.
+int* split_counters(int64_t n) {
+  static std::mutex mutex;
+  static int* counters = nullptr;
+  static int64_t size = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (n > size) {
+    if (capturing())
+      throw Error(ErrorKind::internal, "[attention] split counters grown during graph capture");
+    const int64_t want = std::max<int64_t>(n, kSplitMaxRows);
+    if (counters) {
+      check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (attention counters)");
+      check_cuda(cudaFree(counters), "cudaFree (attention counters)");
+      counters = nullptr;
+      size = 0;
+    }
+    check_cuda(cudaMalloc(&counters, size_t(want) * sizeof(int)),
+               "cudaMalloc (attention counters)");
+    check_cuda(cudaMemsetAsync(counters, 0, size_t(want) * sizeof(int), stream()),
+               "cudaMemsetAsync (attention counters)");
+    size = want;
   }
-  float l = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) l += expf(part_m[base + c] - mx) * part_l[base + c];
-  const float inv = 1.0f / l;
-  for (int64_t d = threadIdx.x; d < s.dv; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c)
-      acc += expf(part_m[base + c] - mx) * part_o[(base + c) * s.dv + d];
-    out_row[d] = dev_from_f32<T>(acc * inv);
-  }
+  return counters;
 }
 
 // q, k, v: element pointers at the first head's column, laid out as s says; out is
@@ -416,10 +579,12 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
     std::optional<Scratch> scratch;  // the chunks' partial results, when there are several
     if (so.chunks > 1) {
       const int64_t slots = rows * heads * so.chunks;
-      scratch.emplace(size_t(slots) * (2 + size_t(dv)) * sizeof(float));
+      const int64_t o_at = (2 * slots + 3) / 4 * 4;  // part_o 16-byte aligned (float4 reads)
+      scratch.emplace(size_t(o_at + slots * dv) * sizeof(float));
       so.part_m = static_cast<float*>(scratch->data());
       so.part_l = so.part_m + slots;
-      so.part_o = so.part_l + slots;
+      so.part_o = so.part_m + o_at;
+      so.counters = split_counters(rows * heads);
     }
     dispatch_device_float(out.dtype(), kOp, [&](auto tag) {
       using T = decltype(tag);
@@ -431,28 +596,26 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                    "cudaFuncSetAttribute (attention shared memory)");
       const dim3 grid{unsigned(so.chunks), unsigned(heads), unsigned(rows)};
-      constexpr int64_t kVec = 16 / int64_t(sizeof(T));
       // 16-byte loads need every row start aligned: the pointers and each stride.
       uint64_t bits = reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
                       reinterpret_cast<uintptr_t>(v);
       for (const Strides& st : {s.q, s.k, s.v})
         bits |= uint64_t(st.batch | st.head | st.row) * sizeof(T);
       const bool aligned = (bits & 15u) == 0;
-      const int64_t lanes = d == dv && d % kVec == 0 && aligned ? d / kVec : 0;
-      if (lanes == 4)
-        attention_split_vec_kernel<T, 4><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
-      else if (lanes == 8)
-        attention_split_vec_kernel<T, 8><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
-      else if (lanes == 16)
-        attention_split_vec_kernel<T, 16><<<grid, kThreadsSplit, 0, stream()>>>(tq, tk, tv, s, so);
-      else
-        attention_split_kernel<T><<<grid, kThreadsSplit, smem, stream()>>>(tq, tk, tv, s, so);
-      check_launch(kOp);
-      if (so.chunks == 1) return;  // the chunk kernel wrote out
-      const int threads = dv >= 128 ? 128 : int((dv + 31) / 32 * 32);
-      const dim3 grid2{unsigned(heads), unsigned(rows)};
-      attention_merge_kernel<T><<<grid2, threads, 0, stream()>>>(so.part_m, so.part_l, so.part_o,
-                                                                 out.data<T>(), s, so.chunks);
+      // 8 lanes is Whisper's D = 64; wider heads would keep too many vectors in registers.
+      const int64_t lanes =
+          sizeof(T) == 2 && d == dv && d % 8 == 0 && aligned && so.chunks <= kMergeChunks ? d / 8
+                                                                                          : 0;
+      if constexpr (sizeof(T) == 2) {
+        if (lanes == 4 || lanes == 8) {
+          launch_dependent(
+              lanes == 4 ? attention_split_vec_kernel<T, 4> : attention_split_vec_kernel<T, 8>,
+              grid, dim3(kThreadsSplit), 0, tq, tk, tv, s, so);
+          return;
+        }
+      }
+      launch_dependent(attention_split_kernel<T>, grid, dim3(kThreadsSplit), smem, tq, tk, tv, s,
+                       so);
     });
     check_launch(kOp);
     return;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string_view>
+#include <utility>
 
 #include "engine/dtype.h"
 #include "engine/error.h"
@@ -145,6 +146,60 @@ inline int threads_for_row(int64_t n) {
 // Checks that a one-block-per-row grid fits in gridDim.x.
 void check_rows(int64_t rows, const char* op);
 
+// --- Shared device math ----------------------------------------------------------------
+
+// Exact GELU, 0.5 v (1 + erf(v / sqrt 2)) (PyTorch's default): the gelu op and the skinny
+// GEMM's fused epilogue compute it alike.
+__device__ __forceinline__ float gelu_erf(float v) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+}
+
+// --- Programmatic dependent launch (sm_90; no-ops on older devices) ---------------------
+// A kernel launched with launch_dependent() (below) may start while the kernel before it
+// on the stream is still running, once that kernel's blocks have all called
+// allow_dependents() (or exited). Until it calls wait_for_inputs() it may only read memory
+// no earlier kernel writes (weights); wait_for_inputs() returns when the kernels before it
+// have finished and their writes are visible. Every kernel launched so must call
+// wait_for_inputs() before it reads or writes activations, so completion stays ordered.
+// allow_dependents() early in a kernel lets the next one load its weights meanwhile.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Whether launches may overlap their predecessor's tail (PARLEY_PDL=0 turns it off).
+bool pdl_enabled();
+// Whether stream() is capturing a graph now.
+bool capturing();
+
+// Launches kernel<<<grid, block, smem, stream()>>>(args...); while a CUDA graph is being
+// captured (a decoder step) and pdl_enabled(), as a programmatic dependent of the kernel
+// before it (cudaLaunchKernelEx with programmatic stream serialization, which the graph
+// keeps as a programmatic edge). Eager launches stay plain: a beam step launched from the
+// host measured 0.67 -> 0.73 ms with the attribute (bench/RESULTS.md).
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() && capturing() ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
+}
+
 // --- Block reductions (every thread of the block calls them; blockDim.x % 32 == 0) ------
 
 struct SumOp {
@@ -199,8 +254,9 @@ void gemm(const GemmArgs& g, const char* op);
 
 // The skinny-GEMM path (gemv.cu) for g.m <= 8 rows against a 2-D trans_b f16/bf16 weight
 // (decoder steps), bias [N] (f32 or c's dtype, absent when ptr is null) added before
-// beta * c. Returns false, launching nothing, when g is not a shape it takes.
-bool gemv(const GemmArgs& g, ParamRef bias, const char* op);
+// beta * c, then exact GELU when `gelu` (only with beta == 0). Returns false, launching
+// nothing, when g is not a shape it takes.
+bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op);
 
 // c[r, j] = beta * c[r, j] + bias[r % channels if per_row else j] for a rows x cols matrix
 // of c_type (beta == 0 ignores c's old contents, NaN included; bias may be absent).

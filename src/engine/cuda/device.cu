@@ -121,9 +121,7 @@ std::atomic<uint64_t> g_scratch_generation{0};
 
 Scratch::Scratch(size_t bytes) : lock_(g_scratch_mutex) {
   if (bytes > g_scratch_bytes) {
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    check_cuda(cudaStreamIsCapturing(stream(), &capturing), "cudaStreamIsCapturing");
-    if (capturing != cudaStreamCaptureStatusNone)
+    if (capturing())
       throw Error(ErrorKind::internal, "[cuda] scratch of " + std::to_string(bytes) +
                                            " bytes needed while capturing a graph; reserve it");
     g_scratch_generation.fetch_add(1);
@@ -149,6 +147,20 @@ Scratch::Scratch(size_t bytes) : lock_(g_scratch_mutex) {
 void reserve_scratch(size_t bytes) { Scratch reserve(bytes); }
 
 uint64_t scratch_generation() { return g_scratch_generation.load(); }
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream(), &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PARLEY_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 // --- graphs ------------------------------------------------------------------------------
 

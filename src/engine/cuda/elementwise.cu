@@ -14,6 +14,8 @@ namespace {
 // b repeats every nb elements of a (b has a's trailing dims; nb == n when shapes match).
 template <typename T, BinaryOp kOp>
 __global__ void binary_kernel(const T* a, const T* b, T* out, int64_t n, int64_t nb) {
+  wait_for_inputs();  // a programmatic dependent inside a decoder step's graph (common.cuh)
+  allow_dependents();
   PARLEY_GRID_STRIDE(i, n) {
     const float x = dev_to_f32(a[i]);
     const float y = dev_to_f32(b[nb == n ? i : i % nb]);
@@ -28,11 +30,9 @@ __global__ void scale_kernel(const T* a, float s, T* out, int64_t n) {
 
 template <typename T, UnaryOp kOp>
 __global__ void unary_kernel(const T* x, T* out, int64_t n) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
   PARLEY_GRID_STRIDE(i, n) {
     const float v = dev_to_f32(x[i]);
-    const float r =
-        kOp == UnaryOp::gelu ? 0.5f * v * (1.0f + erff(v * kInvSqrt2)) : v / (1.0f + expf(-v));
+    const float r = kOp == UnaryOp::gelu ? gelu_erf(v) : v / (1.0f + expf(-v));
     out[i] = dev_from_f32<T>(r);
   }
 }
@@ -41,15 +41,13 @@ __global__ void unary_kernel(const T* x, T* out, int64_t n) {
 // instruction per 8 elements (the encoder's GELU runs over [1500, 4 d]).
 template <typename T, UnaryOp kOp>
 __global__ void unary_vec8_kernel(const T* x, T* out, int64_t n8) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
   PARLEY_GRID_STRIDE(i, n8) {
     uint4 v = reinterpret_cast<const uint4*>(x)[i];
     T* e = reinterpret_cast<T*>(&v);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const float f = dev_to_f32(e[k]);
-      e[k] = dev_from_f32<T>(kOp == UnaryOp::gelu ? 0.5f * f * (1.0f + erff(f * kInvSqrt2))
-                                                  : f / (1.0f + expf(-f)));
+      e[k] = dev_from_f32<T>(kOp == UnaryOp::gelu ? gelu_erf(f) : f / (1.0f + expf(-f)));
     }
     reinterpret_cast<uint4*>(out)[i] = v;
   }
@@ -75,10 +73,9 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    if (op == BinaryOp::add)
-      binary_kernel<T, BinaryOp::add><<<grid_for(n), kThreads, 0, stream()>>>(pa, pb, po, n, nb);
-    else
-      binary_kernel<T, BinaryOp::mul><<<grid_for(n), kThreads, 0, stream()>>>(pa, pb, po, n, nb);
+    launch_dependent(
+        op == BinaryOp::add ? binary_kernel<T, BinaryOp::add> : binary_kernel<T, BinaryOp::mul>,
+        dim3(grid_for(n)), dim3(kThreads), 0, pa, pb, po, n, nb);
   });
   check_launch(name);
 }

@@ -1,7 +1,8 @@
 // Skinny GEMM for decoder steps (matmul's fast path for a few rows, see matmul.cu):
 // c [M, N] = alpha * a [M, K] @ w^T + bias + beta * c with w [N, K] row-major (a Linear
 // weight, trans_b), M <= 8, f16 or bf16 inputs, f32 accumulation, one rounding to c's
-// dtype (f32 or the inputs') at the end. At M <= 8 a GEMM is bound by reading w once; on
+// dtype (f32 or the inputs') at the end; optionally exact GELU after the bias (fc1 + GELU in
+// one launch; then beta must be 0). At M <= 8 a GEMM is bound by reading w once; on
 // the H200 cuBLAS took ~7.6 us for ~7.6 MB per decoder-step GEMM (about 1 TB/s, bench/
 // RESULTS.md); this kernel aims at streaming w at full bandwidth.
 //
@@ -20,6 +21,11 @@
 // (row m, column j) applies alpha, bias and beta * c; c's element is read and written by that
 // one thread, so c may be the residual stream updated in place (beta = 1). No allocation or
 // sync: safe under CUDA graph capture.
+//
+// Each launch is a programmatic dependent of the kernel before it (common.cuh): the block
+// requests its first pass of weights, which no kernel writes, then waits for the inputs. A
+// decoder step's GEMMs are ~2-13 MB each, a few microseconds of streaming, so the launch gap
+// and the first DRAM round trip were a large part of every one (bench/RESULTS.md).
 #include <cstdint>
 
 #include "engine/cuda/common.cuh"
@@ -59,7 +65,7 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
 template <typename T, typename TC, int M>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
-                int parts, float alpha, float beta, ParamRef bias) {
+                int parts, float alpha, float beta, ParamRef bias, bool gelu) {
   __shared__ float partial[kWarps][M][kCols];
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int groups = kWarps / parts;
@@ -83,8 +89,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < kCols; ++j) acc[m][j] = 0.0f;
 
-  for (int base = v_begin + lane; base < v_end; base += 32 * kUnroll) {
-    uint4 wbuf[kUnroll][kCols];
+  uint4 wbuf[kUnroll][kCols];
+  const auto load_w = [&](int base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = base + u * 32;
@@ -92,6 +98,15 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int j = 0; j < kCols; ++j)
         wbuf[u][j] = v < v_end ? load_stream(wv[j] + v) : make_uint4(0, 0, 0, 0);
     }
+  };
+  // The first pass's weights (for Whisper's shapes, all of this lane's) are requested before
+  // waiting for the kernel that writes a: they stream in while it finishes.
+  const int first = v_begin + lane;
+  load_w(first);
+  wait_for_inputs();
+  allow_dependents();
+  for (int base = first; base < v_end; base += 32 * kUnroll) {
+    if (base != first) load_w(base);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = base + u * 32;
@@ -129,40 +144,51 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int p = 0; p < parts; ++p) s += partial[p * groups + g][m][j];
   float r = alpha * s;
   if (bias.ptr) r += load_param(bias, col);
+  if (gelu) r = gelu_erf(r);  // the caller guarantees beta == 0
   TC* out = c + int64_t(m) * n + col;
   if (beta != 0.0f) r += beta * dev_to_f32(*out);
   *out = dev_from_f32<TC>(r);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
 
-// K slices per block: as many as leave every lane at least two 16-byte vectors of a slice.
-int parts_for(int kvecs) {
-  int parts = kWarps;
-  while (parts > 1 && kvecs / parts < 64) parts /= 2;
-  return parts;
+// K slices per block: the fewest that keep every SM busy (at least one block each) with a
+// lane's slice of a row in one pass (at most kUnroll vectors). Fewer slices mean more
+// loads in flight per thread and fewer partial sums; a decoder step's GEMMs are latency
+// bound, so bytes in flight are what sets their speed (H200: turbo's fc1, 5120 x 1280,
+// took 11.9 us in 2 slices, bench/RESULTS.md). Short rows fall back to the most slices.
+int parts_for(int kvecs, int64_t n) {
+  for (int parts = 1; parts < kWarps; parts *= 2) {
+    const int64_t cols_per_block = int64_t(kWarps / parts) * kCols;
+    const int64_t blocks = (n + cols_per_block - 1) / cols_per_block;
+    const int lane_vecs = ((kvecs + parts - 1) / parts + 31) / 32;
+    if (lane_vecs <= kUnroll && blocks >= sm_count()) return parts;
+  }
+  return kWarps;
 }
 
+// A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
+// of the kernel before.
 template <typename T, typename TC, int M>
-void launch(const GemmArgs& g, ParamRef bias) {
-  const int kvecs = int(g.k / kVec), parts = parts_for(kvecs);
+void launch(const GemmArgs& g, ParamRef bias, bool gelu) {
+  const int kvecs = int(g.k / kVec), parts = parts_for(kvecs, g.n);
   const int64_t cols_per_block = int64_t(kWarps / parts) * kCols;
   const unsigned blocks = unsigned((g.n + cols_per_block - 1) / cols_per_block);
-  gemv_kernel<T, TC, M><<<blocks, kWarps * 32, 0, stream()>>>(
-      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c), g.n, kvecs,
-      parts, g.alpha, g.beta, bias);
+  launch_dependent(gemv_kernel<T, TC, M>, dim3(blocks), dim3(kWarps * 32), 0,
+                   static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
+                   g.n, kvecs, parts, g.alpha, g.beta, bias, gelu);
 }
 
 template <typename T, typename TC>
-void launch_rows(const GemmArgs& g, ParamRef bias) {
+void launch_rows(const GemmArgs& g, ParamRef bias, bool gelu) {
   switch (g.m) {
-    case 1: return launch<T, TC, 1>(g, bias);
-    case 2: return launch<T, TC, 2>(g, bias);
-    case 3: return launch<T, TC, 3>(g, bias);
-    case 4: return launch<T, TC, 4>(g, bias);
-    case 5: return launch<T, TC, 5>(g, bias);
-    case 6: return launch<T, TC, 6>(g, bias);
-    case 7: return launch<T, TC, 7>(g, bias);
-    default: return launch<T, TC, 8>(g, bias);
+    case 1: return launch<T, TC, 1>(g, bias, gelu);
+    case 2: return launch<T, TC, 2>(g, bias, gelu);
+    case 3: return launch<T, TC, 3>(g, bias, gelu);
+    case 4: return launch<T, TC, 4>(g, bias, gelu);
+    case 5: return launch<T, TC, 5>(g, bias, gelu);
+    case 6: return launch<T, TC, 6>(g, bias, gelu);
+    case 7: return launch<T, TC, 7>(g, bias, gelu);
+    default: return launch<T, TC, 8>(g, bias, gelu);
   }
 }
 
@@ -170,11 +196,11 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-bool gemv(const GemmArgs& g, ParamRef bias, const char* op) {
+bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op) {
   const bool half = g.ab_type == DType::f16 || g.ab_type == DType::bf16;
   if (!half || g.batch != 1 || !g.trans_b || g.m < 1 || g.m > kMaxRows || g.k <= 0 ||
       g.k % kVec != 0 || g.k / kVec > INT32_MAX || !aligned16(g.a) || !aligned16(g.b) ||
-      (g.c_type != DType::f32 && g.c_type != g.ab_type))
+      (g.c_type != DType::f32 && g.c_type != g.ab_type) || (gelu && g.beta != 0.0f))
     return false;
   const int64_t blocks = (g.n + kCols - 1) / kCols;  // at most: one column group a block
   if (g.n <= 0 || blocks > INT32_MAX) return false;
@@ -182,12 +208,11 @@ bool gemv(const GemmArgs& g, ParamRef bias, const char* op) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
       if (g.c_type == DType::f32)
-        launch_rows<T, float>(g, bias);
+        launch_rows<T, float>(g, bias, gelu);
       else
-        launch_rows<T, T>(g, bias);
+        launch_rows<T, T>(g, bias, gelu);
     }
   });
-  check_launch(op);
   return true;
 }
 

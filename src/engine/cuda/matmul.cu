@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "engine/cuda/common.cuh"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
 
 namespace parley::cuda {
@@ -185,6 +186,28 @@ void gemm(const GemmArgs& g, const char* op) {
   }
 }
 
+namespace {
+
+// matmul's GEMM without the skinny path and the GELU: cuBLASLt with the bias in the
+// epilogue, or the bias pass and cuBLAS.
+void gemm_with_bias(GemmArgs g, Tensor& c, const MatmulOptions& opt) {
+  constexpr const char* kOp = "matmul";
+  const int64_t rows = g.batch * g.m;
+  if (opt.bias && g.batch == 1 && g.k > 0 && g.ab_type != DType::f32 && g.c_type == g.ab_type &&
+      opt.bias->dtype() == g.c_type && gemm_bias_lt(g, opt.bias->raw()))
+    return;
+  // Bias goes in first (c = beta * c + bias), then the GEMM accumulates with beta = 1:
+  // the same sum as the header's order, and it lets cuBLAS write c only once.
+  if (opt.bias || g.k == 0) {
+    scale_add_bias(c.raw(), c.dtype(), rows, g.n, opt.beta, param_ref(opt.bias), false, 0, kOp);
+    g.beta = 1.0f;
+  }
+  if (g.k == 0) return;  // a @ b is all zeros
+  gemm(g, kOp);
+}
+
+}  // namespace
+
 // a [M, K] or [B, M, K]; b [K, N] / [N, K] (trans_b), or batched [B, K, N] / [B, N, K];
 // c [M, N] or [B, M, N]. A 2-D b folds a's batch into M (one GEMM); a 3-D b runs a
 // strided-batched GEMM (a 2-D a is then shared by every batch).
@@ -208,22 +231,12 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
     g.stride_b = g.k * g.n;
     g.stride_c = g.m * g.n;
   }
-  const int64_t rows = g.batch * g.m;
-  if (rows == 0 || g.n == 0) return;
+  if (g.batch * g.m == 0 || g.n == 0) return;
   g.alpha = opt.alpha;
   g.beta = opt.beta;
-  if (g.k > 0 && gemv_enabled() && gemv(g, param_ref(opt.bias), kOp)) return;
-  if (opt.bias && g.batch == 1 && g.k > 0 && g.ab_type != DType::f32 && g.c_type == g.ab_type &&
-      opt.bias->dtype() == g.c_type && gemm_bias_lt(g, opt.bias->raw()))
-    return;
-  // Bias goes in first (c = beta * c + bias), then the GEMM accumulates with beta = 1:
-  // the same sum as the header's order, and it lets cuBLAS write c only once.
-  if (opt.bias || g.k == 0) {
-    scale_add_bias(c.raw(), c.dtype(), rows, g.n, opt.beta, param_ref(opt.bias), false, 0, kOp);
-    g.beta = 1.0f;
-  }
-  if (g.k == 0) return;  // a @ b is all zeros
-  gemm(g, kOp);
+  if (g.k > 0 && gemv_enabled() && gemv(g, param_ref(opt.bias), opt.gelu, kOp)) return;
+  gemm_with_bias(g, c, opt);
+  if (opt.gelu) unary(UnaryOp::gelu, c, c);
 }
 
 }  // namespace parley::cuda

@@ -27,6 +27,8 @@ constexpr int64_t kMaxRegRow = 8192;  // elements, for the 16-byte path
 template <typename T, bool kRms>
 __global__ void norm_kernel(const T* x, T* out, ParamRef gamma, ParamRef beta, int64_t d,
                             float eps) {
+  wait_for_inputs();
+  allow_dependents();
   const T* row = x + int64_t(blockIdx.x) * d;
   T* out_row = out + int64_t(blockIdx.x) * d;
   float mean = 0.0f;
@@ -73,6 +75,8 @@ __global__ void __launch_bounds__(kMaxRegThreads)
     norm_reg_kernel(const T* x, T* out, ParamRef gamma, ParamRef beta, int d, float eps) {
   __shared__ float partial_sum[32];
   __shared__ float partial_sq[32];
+  wait_for_inputs();
+  allow_dependents();  // a GEMM after the norm may load its weights meanwhile
   using P = Pack<T, kVec>;
   const int packs = d / kVec;
   const P* row = reinterpret_cast<const P*>(x + int64_t(blockIdx.x) * d);
@@ -144,8 +148,8 @@ void launch_norm(const Tensor& x, ParamRef gamma, ParamRef beta, float eps, Tens
     const bool aligned =
         ((reinterpret_cast<uintptr_t>(px) | reinterpret_cast<uintptr_t>(po)) & 15u) == 0;
     if (aligned && d % kVec == 0 && d <= kMaxRegRow) {  // rows of whole 16-byte packs
-      norm_reg_kernel<T, kVec, kRms><<<unsigned(rows), reg_threads(d / kVec), 0, stream()>>>(
-          px, po, gamma, beta, int(d), eps);
+      launch_dependent(norm_reg_kernel<T, kVec, kRms>, dim3(unsigned(rows)),
+                       dim3(reg_threads(d / kVec)), 0, px, po, gamma, beta, int(d), eps);
     } else if (d <= int64_t(kMaxRegThreads) * kRegPerThread) {
       norm_reg_kernel<T, 1, kRms>
           <<<unsigned(rows), reg_threads(d), 0, stream()>>>(px, po, gamma, beta, int(d), eps);

@@ -202,6 +202,8 @@ __global__ void __launch_bounds__(kMaskedThreads)
   constexpr float kNegInf = -INFINITY;
   __shared__ float seg[kMaskedSegment];
   __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
+  wait_for_inputs();
+  allow_dependents();
   const int64_t row = blockIdx.y;
   for (int j = int(threadIdx.x); j < width; j += int(blockDim.x)) rule[j] = rules[row * width + j];
   __syncthreads();
@@ -264,6 +266,8 @@ __global__ void __launch_bounds__(kMaskedThreads)
                              const LseStats* stats, const float* cand_v, const int32_t* cand_i,
                              float* logprobs, int32_t* indices) {
   constexpr float kNegInf = -INFINITY;
+  wait_for_inputs();
+  allow_dependents();
   const int64_t row = blockIdx.x;
   const int32_t split = split_of(rules + row * width, v);
   float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
@@ -375,14 +379,13 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   auto* cand_i = reinterpret_cast<int32_t*>(cand_v + n_cand);
   const int width = int(rules.dim(1));
   const dim3 grid{unsigned(segments), unsigned(rows)};
-  masked_topk_segment_kernel<<<grid, kMaskedThreads, 0, stream()>>>(
-      x.data<float>(), int32_t(v), mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(),
-      width, k, stats, cand_v, cand_i);
-  check_launch(kOp);
-  masked_topk_merge_kernel<<<unsigned(rows), kMaskedThreads, 0, stream()>>>(
-      rules.data<int32_t>(), width, int32_t(v), int(segments), k, stats, cand_v, cand_i,
-      logprobs.data<float>(), indices.data<int32_t>());
-  check_launch(kOp);
+  // Programmatic dependents (common.cuh), like the rest of a decoder step.
+  launch_dependent(masked_topk_segment_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(),
+                   int32_t(v), mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width,
+                   k, stats, cand_v, cand_i);
+  launch_dependent(masked_topk_merge_kernel, dim3(unsigned(rows)), dim3(kMaskedThreads), 0,
+                   rules.data<int32_t>(), width, int32_t(v), int(segments), k, stats, cand_v,
+                   cand_i, logprobs.data<float>(), indices.data<int32_t>());
 }
 
 }  // namespace parley::cuda

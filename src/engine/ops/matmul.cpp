@@ -1,6 +1,7 @@
 // Public matmul: shape, dtype and device checks, then the CPU or CUDA GEMM.
 #include "engine/ops/matmul.h"
 
+#include "engine/ops/elementwise.h"
 #include "engine/ops/op_checks.h"
 
 namespace parley {
@@ -41,10 +42,15 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   if (opt.bias) detail::check_param(op, "bias", *opt.bias, n, a.dtype());
   require(c.numel() == 0 || (c.raw() != a.raw() && c.raw() != b.raw()), op,
           [&] { return "c must not share memory with a or b"; });
-  if (dev == Device::cuda)
+  require(!opt.gelu || opt.beta == 0.0f, op, [&] {
+    return std::string("gelu needs beta == 0, got beta = ") + std::to_string(opt.beta);
+  });
+  if (dev == Device::cuda) {
     cuda::matmul(a, b, c, opt);
-  else
+  } else {
     cpu::matmul(a, b, c, opt);
+    if (opt.gelu) cpu::unary(UnaryOp::gelu, c, c);
+  }
 }
 
 }  // namespace parley
