@@ -44,7 +44,7 @@ const std::vector<Tensor>& DecodeGraphs::step(int offset, Kind kind,
   std::vector<Entry>& entries = entries_[kind == Kind::logits ? 0 : 1];
   check(offset >= 0 && size_t(offset) < entries.size(), ErrorKind::internal,
         "[whisper] decode graph offset out of range");
-  return replay_or_capture(entries[size_t(offset)], forward);
+  return replay_or_capture(entries[size_t(offset)], forward, nullptr);
 }
 
 void DecodeGraphs::reserve_rows(int capacity) {
@@ -56,31 +56,39 @@ const std::vector<Tensor>& DecodeGraphs::rows_step(
     const RowsKey& key, const std::function<std::vector<Tensor>()>& forward) {
   check(RowsInput::size(key.rows, rule_width_) <= rows_input_.numel(), ErrorKind::internal,
         "[whisper] rows graph: more rows than reserve_rows made room for");
-  return replay_or_capture(rows_[key], forward);
+  return replay_or_capture(rows_[key], forward, &rows_outputs_[{key.rows, key.k}]);
 }
 
 const std::vector<Tensor>& DecodeGraphs::replay_or_capture(
-    Entry& e, const std::function<std::vector<Tensor>()>& forward) {
+    Entry& e, const std::function<std::vector<Tensor>()>& forward, std::vector<Tensor>* shared) {
   drop_if_stale();
   if (e.graph) {
     cuda::launch(*e.graph);
     return e.outputs;
   }
   // An eager run first grows whatever this step needs (pool blocks, scratch, cuBLAS
-  // plans), so the capture allocates nothing; its result is dropped and the fresh graph
-  // computes the step again (it rewrites the same K/V cache rows).
-  forward();
+  // plans, the shared outputs), so the capture allocates nothing; its result is dropped
+  // (its blocks serve the capture) and the fresh graph computes the step again (it rewrites
+  // the same K/V cache rows).
+  {
+    const std::vector<Tensor> eager = forward();
+    if (shared && shared->empty())
+      for (const Tensor& t : eager)
+        shared->push_back(Tensor::empty(t.shape(), t.dtype(), t.device()));
+  }
   drop_if_stale();
   cuda::begin_capture();
   std::vector<Tensor> captured;
   try {
     captured = forward();
+    if (shared)
+      for (size_t i = 0; i < captured.size(); ++i) (*shared)[i].copy_from(captured[i]);
   } catch (...) {
     cuda::abort_capture();
     throw;
   }
   e.graph = cuda::end_capture();
-  e.outputs = std::move(captured);
+  e.outputs = shared ? *shared : std::move(captured);
   cuda::launch(*e.graph);
   return e.outputs;
 }

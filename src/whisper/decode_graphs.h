@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/device.h"
@@ -81,7 +82,11 @@ class DecodeGraphs {
     int k = 0;  // 0: the logits; else the top k of each row
     auto operator<=>(const RowsKey&) const = default;
   };
-  // step() for a rows step, whose inputs `forward` reads from rows_input().
+  // step() for a rows step, whose inputs `forward` reads from rows_input(). Its outputs are
+  // buffers shared by every rows graph of the same (rows, k), valid until the next such step:
+  // each graph ends by copying its outputs there. Outputs of their own per key would hold a
+  // pool block per captured offset (rows x n_vocab f32 logits for k = 0), so every first
+  // visit of an offset would grow the pool.
   const std::vector<Tensor>& rows_step(const RowsKey& key,
                                        const std::function<std::vector<Tensor>()>& forward);
 
@@ -90,8 +95,10 @@ class DecodeGraphs {
     std::shared_ptr<cuda::Graph> graph;
     std::vector<Tensor> outputs;  // the captured step's output buffers
   };
+  // `shared` (may be null): buffers the graph copies its outputs into, made on first use.
   const std::vector<Tensor>& replay_or_capture(Entry& e,
-                                               const std::function<std::vector<Tensor>()>& forward);
+                                               const std::function<std::vector<Tensor>()>& forward,
+                                               std::vector<Tensor>* shared);
   void drop_if_stale();  // every graph, when the scratch buffer moved
 
   Tensor input_;
@@ -99,6 +106,7 @@ class DecodeGraphs {
   int rule_width_ = 0;
   std::vector<Entry> entries_[2];  // single-token steps by kind, then offset
   std::map<RowsKey, Entry> rows_;  // rows steps; dropped graphs leave empty entries
+  std::map<std::pair<int, int>, std::vector<Tensor>> rows_outputs_;  // by (rows, k)
   uint64_t generation_ = 0;
 };
 
