@@ -1,4 +1,4 @@
-// DecodeGraphs: capture and replay of single-token decoder steps (decode_graphs.h).
+// DecodeGraphs: capture and replay of decoder steps (decode_graphs.h).
 #include "whisper/decode_graphs.h"
 
 #include <cstdlib>
@@ -7,6 +7,12 @@
 #include "engine/error.h"
 
 namespace parley::whisper {
+
+RowsInput::RowsInput(const Tensor& buffer, int64_t b, int rule_width)
+    : tokens(buffer.slice0(0, b)),
+      slots(buffer.slice0(b, 2 * b)),
+      cache_rows(buffer.slice0(2 * b, 3 * b)),
+      rules(buffer.slice0(3 * b, size(b, rule_width)).reshape({b, rule_width})) {}
 
 DecodeGraphs::DecodeGraphs(int n_text_ctx, int rule_width)
     : input_(Tensor::zeros({1 + rule_width}, DType::i32, Device::cuda)),
@@ -23,39 +29,66 @@ bool DecodeGraphs::enabled() {
   return !(v && std::strcmp(v, "0") == 0);
 }
 
+void DecodeGraphs::drop_if_stale() {
+  const uint64_t g = cuda::scratch_generation();
+  if (g == generation_) return;
+  // Entries are reset, not erased: a caller may hold a reference to one.
+  for (auto& of_kind : entries_)
+    for (Entry& e : of_kind) e = Entry{};
+  for (auto& [key, e] : rows_) e = Entry{};
+  generation_ = g;
+}
+
 const std::vector<Tensor>& DecodeGraphs::step(int offset, Kind kind,
                                               const std::function<std::vector<Tensor>()>& forward) {
   std::vector<Entry>& entries = entries_[kind == Kind::logits ? 0 : 1];
   check(offset >= 0 && size_t(offset) < entries.size(), ErrorKind::internal,
         "[whisper] decode graph offset out of range");
-  auto drop_if_stale = [this] {
-    const uint64_t g = cuda::scratch_generation();
-    if (g == generation_) return;
-    for (auto& of_kind : entries_)
-      for (Entry& e : of_kind) e = Entry{};
-    generation_ = g;
-  };
+  return replay_or_capture(entries[size_t(offset)], forward, nullptr);
+}
+
+void DecodeGraphs::reserve_rows(int capacity) {
+  rows_.clear();
+  rows_input_ = Tensor::zeros({RowsInput::size(capacity, rule_width_)}, DType::i32, Device::cuda);
+}
+
+const std::vector<Tensor>& DecodeGraphs::rows_step(
+    const RowsKey& key, const std::function<std::vector<Tensor>()>& forward) {
+  check(RowsInput::size(key.rows, rule_width_) <= rows_input_.numel(), ErrorKind::internal,
+        "[whisper] rows graph: more rows than reserve_rows made room for");
+  return replay_or_capture(rows_[key], forward, &rows_outputs_[{key.rows, key.k}]);
+}
+
+const std::vector<Tensor>& DecodeGraphs::replay_or_capture(
+    Entry& e, const std::function<std::vector<Tensor>()>& forward, std::vector<Tensor>* shared) {
   drop_if_stale();
-  Entry& e = entries[size_t(offset)];
   if (e.graph) {
     cuda::launch(*e.graph);
     return e.outputs;
   }
   // An eager run first grows whatever this step needs (pool blocks, scratch, cuBLAS
-  // plans), so the capture allocates nothing; its result is dropped and the fresh graph
-  // computes the step again (it rewrites the same K/V cache rows).
-  forward();
+  // plans, the shared outputs), so the capture allocates nothing; its result is dropped
+  // (its blocks serve the capture) and the fresh graph computes the step again (it rewrites
+  // the same K/V cache rows).
+  {
+    const std::vector<Tensor> eager = forward();
+    if (shared && shared->empty())
+      for (const Tensor& t : eager)
+        shared->push_back(Tensor::empty(t.shape(), t.dtype(), t.device()));
+  }
   drop_if_stale();
   cuda::begin_capture();
   std::vector<Tensor> captured;
   try {
     captured = forward();
+    if (shared)
+      for (size_t i = 0; i < captured.size(); ++i) (*shared)[i].copy_from(captured[i]);
   } catch (...) {
     cuda::abort_capture();
     throw;
   }
   e.graph = cuda::end_capture();
-  e.outputs = std::move(captured);
+  e.outputs = shared ? *shared : std::move(captured);
   cuda::launch(*e.graph);
   return e.outputs;
 }

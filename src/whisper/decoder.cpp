@@ -17,7 +17,10 @@
 // each row's slot of a per-layer [rows, n_text_ctx, 3d] cache, where the row keeps its later
 // positions too; a step runs all rows as one [B, d] batch (one GEMM per weight,
 // cross-attention as B queries of the shared audio K/V, self-attention as one
-// attention_tokens call whose k/v batch_index maps each row to its slot).
+// attention_tokens call whose k/v batch_index maps each row to its slot, after one
+// scatter_rows of the rows' new q|k|v into their slots). The row -> slot map and the tokens
+// are device data uploaded once per step (RowsInput), so on CUDA the step replays a graph
+// (decode_graphs.h) whichever slots reorder_rows gave the rows.
 #include <algorithm>
 #include <cstring>
 
@@ -27,6 +30,7 @@
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/scatter_rows.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 #include "whisper/logit_filters.h"
@@ -72,11 +76,12 @@ void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l
 
 // Batched self-attention, one new token per row: x [B, d] += out_proj(attn(ln(x))), row b
 // reading slot slots[b] of `rows` [capacity, n_text_ctx, 3d] (shared positions copied there
-// at fork, then its own); this step's q|k|v go to position offset.
+// at fork, then its own); this step's q|k|v go to position offset of that slot. Both indices
+// are device data (RowsInput), so a captured step stays right after reorder_rows.
 struct RowsSelfCache {
   Tensor& rows;
-  const Tensor& slots;  // i32 [B] on the model's device
-  std::span<const int32_t> host_slots;
+  const Tensor& slots;       // i32 [B]: row -> slot
+  const Tensor& cache_rows;  // i32 [B]: slot * n_text_ctx + offset
   int64_t offset;
 };
 
@@ -85,18 +90,24 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.rows.dim(1);
   const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [B, d]
   const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [B, 3d]
-  for (int64_t r = 0; r < b; ++r) {
-    const int64_t slot = c.host_slots[size_t(r)];
-    c.rows.slice0(slot, slot + 1)
-        .reshape({n_ctx, 3 * d})
-        .slice0(c.offset, c.offset + 1)
-        .copy_from(qkv.slice0(r, r + 1));
-  }
+  Tensor positions = c.rows.reshape({c.rows.dim(0) * n_ctx, 3 * d});
+  scatter_rows(qkv, c.cache_rows, positions);
   Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]
   // One query per row at the last position sees every cached one: no causal limit.
   attention_tokens({qkv.reshape({b, 1, 3 * d}), 0}, {c.rows, d, &c.slots},
                    {c.rows, 2 * d, &c.slots}, c.offset + 1, n_head, attn);
   linear_residual(attn.reshape({b, d}), l.self_out, x);
+}
+
+// The token choice of each row of logits [n, n_vocab]: masked_topk with `mask` and `rules`
+// [n, kRuleWidth], {ids i32, logprobs f32} [n, k] from `pool`. Device work only.
+std::vector<Tensor> top_k_choices(Pool& pool, const Tensor& logits, const Tensor& mask,
+                                  const Tensor& rules, int k) {
+  const int64_t n = logits.dim(0);
+  Tensor lp = pool.alloc({n, int64_t(k)}, DType::f32),
+         ids = pool.alloc({n, int64_t(k)}, DType::i32);
+  masked_topk(logits, &mask, rules, k, lp, ids);
+  return {ids, lp};
 }
 
 }  // namespace
@@ -114,6 +125,7 @@ void WhisperSession::fork(int n_rows) {
       row_cache_.push_back(
           {Tensor::empty({n_rows, c.n_text_ctx, width}, model_->dtype(), model_->device())});
     row_capacity_ = n_rows;
+    if (graphs_) graphs_->reserve_rows(n_rows);
   }
   n_rows_ = n_rows;
   fork_at_ = n_cached_;
@@ -174,44 +186,70 @@ void WhisperSession::reorder_rows(std::span<const int32_t> source) {
   row_slot_.swap(next);
 }
 
-Tensor WhisperSession::rows_logits(std::span<const int32_t> tokens) {
+std::vector<Tensor> WhisperSession::rows_step(std::span<const int32_t> tokens,
+                                              std::span<const int32_t> rules, const Tensor* mask,
+                                              int k) {
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
   check_arg(rows_active(), "[whisper] decode_rows: no rows; fork() first");
-  const int64_t b = int64_t(tokens.size()), d = c.n_text_state, offset = n_cached_;
+  const int64_t b = int64_t(tokens.size()), offset = n_cached_;
   check_arg(b == n_rows_, "[whisper] decode_rows: " + std::to_string(b) + " tokens for " +
                               std::to_string(n_rows_) + " rows");
   check_arg(offset + 1 <= c.n_text_ctx, "[whisper] decode_rows: the text context of " +
                                             std::to_string(c.n_text_ctx) + " is full");
   check_token_ids(tokens, c.n_vocab, "[whisper] decode_rows");
-  const DType dt = model_->dtype();
-  const Device dev = model_->device();
-
-  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
-  const Tensor slots = ids_on_device(pool_, host_pool_, row_slot_, dev);  // i32 [B]
-  Tensor x = pool_.alloc({b, d}, dt);  // [B, d], every row at position `offset`
-  embedding(w.token_embedding, ids, x);
-  const Tensor position = w.decoder_positions.slice0(offset, offset + 1);
+  // The inputs are staged on the host and go to the device in one copy (the rule rows only
+  // with the choice); the CPU reads them where they are staged.
+  Tensor host = host_pool_.alloc({RowsInput::size(b, kRuleWidth)}, DType::i32);
+  RowsInput staged(host, b, kRuleWidth);
+  std::copy(tokens.begin(), tokens.end(), staged.tokens.data<int32_t>());
   for (int64_t r = 0; r < b; ++r) {
-    Tensor row = x.slice0(r, r + 1);
-    add(row, position, row);
+    const int32_t slot = row_slot_[size_t(r)];
+    staged.slots.data<int32_t>()[r] = slot;
+    staged.cache_rows.data<int32_t>()[r] = slot * c.n_text_ctx + int32_t(offset);
   }
+  std::copy(rules.begin(), rules.end(), staged.rules.data<int32_t>());
+  Tensor input = host;
+  if (model_->device() != Device::cpu) {
+    input = graphs_ ? graphs_->rows_input().slice0(0, host.numel())
+                    : pool_.alloc(host.shape(), DType::i32);
+    const int64_t n_in = RowsInput::size(b, k > 0 ? kRuleWidth : 0);
+    input.slice0(0, n_in).copy_from(host.slice0(0, n_in));
+  }
+  const RowsInput in(input, b, kRuleWidth);
+  auto forward = [&]() -> std::vector<Tensor> {
+    const Tensor logits = rows_logits(in, offset);
+    if (k == 0) return {logits};
+    return top_k_choices(pool_, logits, *mask, in.rules, k);
+  };
+  std::vector<Tensor> out =
+      graphs_ ? graphs_->rows_step({int(offset), int(b), k}, forward) : forward();
+  n_cached_ = int(offset + 1);
+  return out;
+}
+
+Tensor WhisperSession::rows_logits(const whisper::RowsInput& in, int64_t offset) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t b = in.tokens.numel(), d = c.n_text_state;
+  Tensor x = pool_.alloc({b, d}, model_->dtype());  // [B, d], every row at position `offset`
+  embedding(w.token_embedding, in.tokens, x);
+  add(x, w.decoder_positions.slice0(offset, offset + 1).reshape({d}), x);
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& layer = w.decoder_layers[i];
-    rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, slots, row_slot_, offset},
+    rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, in.slots, in.cache_rows, offset},
                         c.n_text_head);
     // The rows are B queries of the same audio: one attention call, no causal mask.
     decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
     mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
   }
-  n_cached_ = int(offset + 1);
   return final_logits(pool_, x, w, c.n_vocab);
 }
 
 Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
-  const Tensor logits = rows_logits(tokens);
+  const Tensor logits = rows_step(tokens, {}, nullptr, 0)[0];
   if (logits.device() == Device::cpu) return logits;
   Tensor host = host_pool_.alloc(logits.shape(), DType::f32);
   host.copy_from(logits);
@@ -298,22 +336,9 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
   const Device dev = model_->device();
   if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
   const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
-  const bool rows = rows_active();
-  // One upload for the tokens and the rule rows: i32 [n + n * width].
-  Tensor host = host_pool_.alloc({n + n * kRuleWidth}, DType::i32);
-  std::copy(tokens.begin(), tokens.end(), host.data<int32_t>());
-  std::copy(rules.begin(), rules.end(), host.data<int32_t>() + n);
-  auto choose = [&](const Tensor& logits, const Tensor& rule_rows) -> std::vector<Tensor> {
-    Tensor lp = pool_.alloc({n, int64_t(k)}, DType::f32),
-           ids = pool_.alloc({n, int64_t(k)}, DType::i32);
-    masked_topk(logits, &mask, rule_rows, k, lp, ids);
-    return {ids, lp};
-  };
   std::vector<Tensor> out;
-  if (rows) {
-    Tensor input = pool_.alloc(host.shape(), DType::i32);
-    input.copy_from(host);
-    out = choose(rows_logits(tokens), input.slice0(n, n + n * kRuleWidth).reshape({n, kRuleWidth}));
+  if (rows_active()) {
+    out = rows_step(tokens, rules, &mask, k);
   } else {
     g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
     check_arg(encoded_, "[whisper] decode_choose: call encode() first");
@@ -323,6 +348,10 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
                                               std::to_string(c.n_text_ctx) + " is full");
     check_token_ids(tokens, c.n_vocab, "[whisper] decode_choose");
     n_rows_ = 0;
+    // One upload for the token and its rule row: i32 [1 + width].
+    Tensor host = host_pool_.alloc({1 + kRuleWidth}, DType::i32);
+    host.data<int32_t>()[0] = tokens[0];
+    std::copy(rules.begin(), rules.end(), host.data<int32_t>() + 1);
     const bool graphed = graphs_ && k == 1;
     Tensor input = graphed ? graphs_->input() : pool_.alloc(host.shape(), DType::i32);
     if (dev == Device::cpu)
@@ -331,7 +360,9 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
       input.copy_from(host);
     const Tensor ids = input.slice0(0, 1);
     const Tensor rule_rows = input.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
-    auto forward = [&] { return choose(step_logits(ids, 1, offset, nullptr, 1), rule_rows); };
+    auto forward = [&] {
+      return top_k_choices(pool_, step_logits(ids, 1, offset, nullptr, 1), mask, rule_rows, k);
+    };
     out = graphed ? graphs_->step(int(offset), DecodeGraphs::Kind::choice, forward) : forward();
     n_cached_ = int(offset + 1);
   }

@@ -25,7 +25,8 @@
 namespace parley {
 
 namespace whisper {
-class DecodeGraphs;  // decode_graphs.h: CUDA graphs of single-token steps
+class DecodeGraphs;  // decode_graphs.h: CUDA graphs of decoder steps
+struct RowsInput;    // decode_graphs.h: a rows step's inputs
 class SuppressMask;  // encoder.h
 }  // namespace whisper
 
@@ -169,8 +170,9 @@ class WhisperSession {
   // `always` (ids suppressed at every position; kept on the device while they stay the same)
   // and `rules` (kRuleWidth per row, logit_filters.h), keeping each row's top k.
   // Only the choices cross to the host: ids and log-probabilities [rows * k], valid until
-  // the next call. A single-token step with k = 1 on CUDA replays one graph that includes
-  // the choice, so a greedy step uploads its token and rule row and reads back one id.
+  // the next call. On CUDA a single-token step with k = 1 replays one graph that includes
+  // the choice, so a greedy step uploads its token and rule row and reads back one id; a
+  // rows step (beam search) likewise replays one graph per (offset, rows, k).
   struct Choices {
     std::vector<int32_t> ids;
     std::vector<float> logprobs;
@@ -192,8 +194,16 @@ class WhisperSession {
   // only (a graph may capture it).
   Tensor step_logits(const Tensor& ids, int64_t t, int64_t offset, const Tensor* row_ids,
                      int64_t n_out);
-  // decode_rows()'s forward pass: f32 logits [rows, n_vocab] on the model's device.
-  Tensor rows_logits(std::span<const int32_t> tokens);
+  // A step of the rows (decode_rows; decode_choose while rows are in use): checks, the
+  // inputs in one upload, the forward pass (a graph replay on CUDA), n_cached() + 1.
+  // k = 0: {f32 logits [rows, n_vocab]}; else {ids i32, logprobs f32} [rows, k] of
+  // masked_topk with `mask` (i8 [n_vocab]) and `rules`. On the model's device, valid until
+  // the next step.
+  std::vector<Tensor> rows_step(std::span<const int32_t> tokens, std::span<const int32_t> rules,
+                                const Tensor* mask, int k);
+  // rows_step's forward pass on its inputs: f32 logits [rows, n_vocab] on the model's
+  // device. Device work only (a graph may capture it).
+  Tensor rows_logits(const whisper::RowsInput& in, int64_t offset);
 
   std::shared_ptr<const WhisperModel> model_;
   Pool pool_;       // scratch on the model's device

@@ -25,6 +25,7 @@
 #include "engine/device.h"
 #include "whisper/batch_session.h"
 #include "whisper/decoding.h"
+#include "whisper/logit_filters.h"
 #include "whisper/model.h"
 #include "whisper/synth.h"
 #include "whisper/transcribe.h"
@@ -189,6 +190,14 @@ TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   fs::remove_all(dir);
 }
 
+// A second window's mel: `mel` rescaled (other audio features, same offsets).
+Tensor second_window(const Tensor& mel) {
+  Tensor out = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    out.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  return out;
+}
+
 // Single-token steps on CUDA replay captured graphs from the second visit of an offset on
 // (decode_graphs.h): teacher-forced logits of a replayed pass against a session without
 // graphs (PARLEY_CUDA_GRAPHS=0), step by step, after a reset and after a new window.
@@ -210,10 +219,7 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
     for (int32_t tok : forced) rows.push_back(s.decode(std::span<const int32_t>(&tok, 1)));
     return rows;
   };
-  // A second window's mel: jfk's, rescaled (other audio features, same offsets).
-  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
-  for (int64_t i = 0; i < mel.numel(); ++i)
-    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  const Tensor mel2 = second_window(mel);
   graphed.encode(mel);
   run(graphed);  // first visits: eager steps, each then captured
   for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
@@ -225,6 +231,102 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
       const float scale = max_abs(want[i]);
       EXPECT_LE(max_abs_diff(got[i], want[i]), 1e-3f * scale)
           << "step " << i << (window == &mel ? " (first window)" : " (second window)");
+    }
+  }
+}
+
+// Rows steps on CUDA replay graphs keyed by (offset, rows, k) (decode_graphs.h), reading the
+// rows' slots from the device: scripted steps of three rows, with the choice (k = 4) and
+// without it (decode_rows' logits), against a session without graphs, first capturing, then
+// replayed after other reorders (a row whose K/V went to the slot of the captured step
+// would read another row's keys from then on).
+TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  const Tensor mel = jfk_mel(80);
+  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+  WhisperSession eager(model);
+  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  WhisperSession graphed(model);
+  eager.encode(mel);
+  graphed.encode(mel);
+  const std::vector<int32_t> prefix = {50257, 50362};
+  const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
+  constexpr int kRows = 3, kTop = 4, kSteps = 9;
+  const std::vector<int32_t> rules(size_t(kRows * kRuleWidth), 0);  // no rule: plain top k
+  struct Step {
+    std::vector<int32_t> ids;
+    std::vector<float> logprobs;
+    Tensor logits;  // every third step: decode_rows
+  };
+  // sources[i]: the reorder after step i.
+  auto run = [&](WhisperSession& s, const std::vector<std::vector<int32_t>>& sources) {
+    std::vector<Step> steps;
+    s.reset();
+    s.decode(prefix);
+    s.fork(kRows);
+    for (int i = 0; i < kSteps; ++i) {
+      std::vector<int32_t> tokens(kRows);
+      for (int r = 0; r < kRows; ++r) tokens[size_t(r)] = forced[size_t(i + 3 * r) % forced.size()];
+      Step st;
+      if (i % 3 == 2) {
+        st.logits = s.decode_rows(tokens);
+      } else {
+        const WhisperSession::Choices& c = s.decode_choose(tokens, {}, rules, kTop);
+        st.ids = c.ids;
+        st.logprobs = c.logprobs;
+      }
+      steps.push_back(std::move(st));
+      s.reorder_rows(sources[size_t(i) % sources.size()]);
+    }
+    return steps;
+  };
+  const std::vector<std::vector<int32_t>> capture = {{0, 1, 2}, {1, 1, 0}, {2, 0, 2}};
+  const std::vector<std::vector<int32_t>> replay = {{2, 2, 1}, {0, 2, 1}, {1, 0, 0}, {0, 0, 0}};
+  run(graphed, capture);
+  const std::vector<Step> want = run(eager, replay), got = run(graphed, replay);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].logits.numel() > 0) {
+      EXPECT_LE(max_abs_diff(got[i].logits, want[i].logits), 1e-3f * max_abs(want[i].logits))
+          << "step " << i;
+      continue;
+    }
+    EXPECT_EQ(got[i].ids, want[i].ids) << "step " << i;
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    for (size_t j = 0; j < want[i].logprobs.size(); ++j)
+      EXPECT_NEAR(got[i].logprobs[j], want[i].logprobs[j], 1e-3f) << "step " << i << " " << j;
+  }
+}
+
+// Whole windows with beam search (rows steps with the choice) and best_of sampling (rows
+// steps returning logits) decode with graphs as without: the first window captures, the
+// second (other audio, so other reorders) replays.
+TEST(WhisperCuda, BeamGraphsDecodeAsWithoutGraphs) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  const WhisperTokenizer tok = load_tokenizer(*model);
+  const Tensor mel = jfk_mel(80);
+  const Tensor mel2 = second_window(mel);
+  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+  WhisperSession eager(model);
+  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  WhisperSession graphed(model);
+  std::vector<DecodingOptions> cases(2);
+  cases[0].beam_size = 5;
+  cases[1].temperature = 0.5f;
+  cases[1].best_of = 3;
+  cases[1].seed = 7;
+  for (const DecodingOptions& o : cases) decode_window(graphed, tok, mel, o);  // captures
+  for (const Tensor* window : {&mel, &mel2}) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE("case " + std::to_string(i) + (window == &mel ? ", first window" : ", second"));
+      const DecodingResult want = decode_window(eager, tok, *window, cases[i]);
+      const DecodingResult got = decode_window(graphed, tok, *window, cases[i]);
+      ASSERT_GT(want.tokens.size(), 5u);
+      EXPECT_EQ(got.tokens, want.tokens);
+      EXPECT_NEAR(got.avg_logprob, want.avg_logprob, 1e-4);
     }
   }
 }

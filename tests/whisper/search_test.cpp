@@ -453,6 +453,19 @@ void batched_rows_match_separate_decodes(const std::string& dir, Device device) 
     const Tensor ref = reference(expect[size_t(r)]);
     EXPECT_LT(max_abs_row_diff(l2, r, ref, 3), 1e-4f) << "row " << r;
   }
+  // Again, so that the K/V written by the step after a reorder are read (and one row's
+  // copied to a free slot): each row must have found its slot. Rows 0 and 2 continue former
+  // row 1 (slot 1), row 1 continues former row 2 (slot 0).
+  batch.reorder_rows(std::vector<int32_t>{1, 2, 1});
+  const std::vector<int32_t> step3 = {b, c, a};
+  const Tensor l3 = batch.decode_rows(step3);
+  const std::vector<std::vector<int32_t>> expect3 = {{initial[0], initial[1], c, y, b},
+                                                     {initial[0], initial[1], a, z, c},
+                                                     {initial[0], initial[1], c, y, a}};
+  for (int r = 0; r < 3; ++r) {
+    const Tensor ref = reference(expect3[size_t(r)]);
+    EXPECT_LT(max_abs_row_diff(l3, r, ref, 4), 1e-4f) << "row " << r << " after two reorders";
+  }
   // Warm (one more step, as l1 and l2 hold logits blocks): further steps and reorders
   // allocate nothing, the pools serve every buffer.
   batch.decode_rows(step1);
