@@ -7,7 +7,11 @@
 // makes the token choice on the device (masked_topk with k = 1, WhisperSession::decode_choose),
 // whose only inputs are the token and its rule row, uploaded together; its suppress mask
 // lives in one session buffer that a new set of ids overwrites in place (encoder.h
-// SuppressMask), so the graphs that read it stay valid.
+// SuppressMask), so the graphs that read it stay valid. A third kind is a chained greedy step
+// (WhisperSession::chain_launch): its token and rule row are in session buffers the previous
+// step wrote, so it has no upload; it writes its inputs and outputs in other buffers than the
+// ones it reads (by offset parity), so running it twice (eagerly, then as the captured graph)
+// gives the same result.
 //
 // Why replay is safe: a step's shapes and pointers depend only on its offset. Weights, KV
 // caches, cross-attention K/V and the token buffer below never move; the step's scratch
@@ -42,7 +46,7 @@ class DecodeGraphs {
   Tensor token() const { return input_.slice0(0, 1); }  // i32 [1]
   Tensor rules() const;                                 // i32 [1, rule_width]
 
-  enum class Kind { logits, choice };
+  enum class Kind { logits, choice, chain };
   // The outputs of the step at `offset` (device memory, valid until the next step of that
   // kind): replays its graph, or runs `forward` and captures it for next time.
   const std::vector<Tensor>& step(int offset, Kind kind,
@@ -55,7 +59,7 @@ class DecodeGraphs {
   };
   Tensor input_;
   int rule_width_ = 0;
-  std::vector<Entry> entries_[2];  // by kind, then offset
+  std::vector<Entry> entries_[3];  // by kind, then offset
   uint64_t generation_ = 0;
 };
 
