@@ -12,6 +12,7 @@
 //           inputs when it runs twice (decode_graphs.h: eagerly, then as the captured graph).
 //   history i32 [n_text_ctx, 2]: per offset the chosen id and the bits of its f32
 //           log-probability, side by side so one 8-byte copy brings both to the host.
+#include <algorithm>
 #include <cstring>
 
 #include "engine/error.h"

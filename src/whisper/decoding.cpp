@@ -121,7 +121,9 @@ bool greedy_pipeline_enabled() {
 }
 
 bool SessionLogitsSource::chains_greedy() const {
-  return greedy_pipeline_enabled() && chooses_on_device();
+  // Not the virtual call: a source that only turns the device choice on (on the CPU, in
+  // tests) keeps its steps one at a time.
+  return greedy_pipeline_enabled() && SessionLogitsSource::chooses_on_device();
 }
 
 void SessionLogitsSource::chain_begin(const GreedyChainStart& start) {

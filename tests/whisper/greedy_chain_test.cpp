@@ -63,7 +63,13 @@ TEST(GreedyChain, AdvanceTimestampRuleWritesStepRuleRows) {
   int rows = 0, with_ranges = 0, two_ranges = 0;
   for (Device dev : devices()) {
     SCOPED_TRACE(std::string(device_name(dev)));
-    Tensor io = Tensor::zeros({2, 1 + kRuleWidth + kTimestampRuleState}, DType::i32, dev);
+    // Two rows of (token, rule row, state), as WhisperSession's chain keeps them: step k reads
+    // row (k - 1) % 2 and writes row k % 2.
+    constexpr int64_t kState = 1 + kRuleWidth, kEnd = kState + kTimestampRuleState;
+    Tensor io = Tensor::zeros({2, kEnd}, DType::i32, dev);
+    auto part = [&](int64_t row, int64_t b, int64_t e) {
+      return io.slice0(row, row + 1).reshape({kEnd}).slice0(b, e);
+    };
     for (bool no_ts : {false, true}) {
       for (bool blank : {true, false}) {
         LogitFilterSettings s;
@@ -77,26 +83,18 @@ TEST(GreedyChain, AdvanceTimestampRuleWritesStepRuleRows) {
               timestamp_rule_state({sampled.data(), 1}, !no_ts, grammar.timestamp_begin);
           Tensor start = Tensor::empty({kTimestampRuleState}, DType::i32);
           std::copy(state.begin(), state.end(), start.data<int32_t>());
-          io.slice0(0, 1)
-              .reshape({1 + kRuleWidth + kTimestampRuleState})
-              .slice0(1 + kRuleWidth, 1 + kRuleWidth + kTimestampRuleState)
-              .copy_from(start);
+          part(0, kState, kEnd).copy_from(start);
           std::vector<int32_t> tokens = initial;
           tokens.push_back(sampled[0]);
           for (size_t k = 1; k < sampled.size(); ++k) {
             const int64_t in = int64_t(k - 1) % 2, out = int64_t(k) % 2;
-            auto part = [&](int64_t row, int64_t b, int64_t e) {
-              return io.slice0(row, row + 1).reshape({-1}).slice0(b, e);
-            };
             Tensor chosen = Tensor::empty({1}, DType::i32);
             chosen.data<int32_t>()[0] = sampled[k];
-            Tensor next_state = part(out, 1 + kRuleWidth, 1 + kRuleWidth + kTimestampRuleState)
-                                    .reshape({1, kTimestampRuleState});
+            Tensor next_state = part(out, kState, kEnd).reshape({1, kTimestampRuleState});
             Tensor token = part(out, 0, 1);
             Tensor rule = part(out, 1, 1 + kRuleWidth).reshape({1, kRuleWidth});
             advance_timestamp_rule(chosen.to(dev),
-                                   part(in, 1 + kRuleWidth, 1 + kRuleWidth + kTimestampRuleState)
-                                       .reshape({1, kTimestampRuleState}),
+                                   part(in, kState, kEnd).reshape({1, kTimestampRuleState}),
                                    next_state, token, rule, grammar);
             tokens.push_back(sampled[k]);
             StepRule want;
@@ -109,9 +107,8 @@ TEST(GreedyChain, AdvanceTimestampRuleWritesStepRuleRows) {
                 << "trial " << trial << " step " << k << " no_ts " << no_ts;
             const auto want_state = timestamp_rule_state(std::span(sampled).first(k + 1), !no_ts,
                                                          grammar.timestamp_begin);
-            ASSERT_EQ(
-                std::vector<int32_t>(g + 1 + kRuleWidth, g + 1 + kRuleWidth + kTimestampRuleState),
-                std::vector<int32_t>(want_state.begin(), want_state.end()));
+            ASSERT_EQ(std::vector<int32_t>(g + kState, g + kEnd),
+                      std::vector<int32_t>(want_state.begin(), want_state.end()));
             ++rows;
             with_ranges += want.n_ranges > 0;
             two_ranges += want.n_ranges == 2;
