@@ -244,6 +244,39 @@ TEST(GreedyChain, WindowsDecodeAsStepByStep) {
   }
 }
 
+// Cancelled between chained steps: Error(cancelled), the cache ends at the last step read
+// (not at the one queued behind it), and the next window on the session decodes as before.
+TEST(GreedyChain, CancelledMidWindow) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin"))
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = WhisperModel::load(model_dir());
+  const WhisperTokenizer tok = load_tokenizer(*model);
+  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  WhisperSession session(model);
+  session.encode(pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames));
+  Source chain(session, true), step(session, false);
+  const DecodingResult want = decode_encoded(step, tok, {});
+  DecodingOptions o;
+  int polls = 0;
+  std::vector<int32_t> streamed;
+  o.cancelled = [&] { return ++polls > 6; };
+  o.on_token = [&](int32_t t) { streamed.push_back(t); };
+  try {
+    decode_encoded(chain, tok, o);
+    FAIL() << "expected Error(cancelled)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::cancelled);
+  }
+  // Polls 1-6 allowed the prefill and steps 1-5 (the chain polls before each launch, one
+  // step ahead of its reads): tokens 0-4 were read and streamed; the cache holds the initial
+  // token and tokens 0-3 (steps 1-4), not token 4: step 5 was launched and never read.
+  EXPECT_EQ(streamed, std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + 5));
+  EXPECT_EQ(session.n_cached(), 1 + 4);
+  const DecodingResult again = decode_encoded(chain, tok, {});
+  EXPECT_EQ(again.tokens, want.tokens);
+  EXPECT_EQ(again.avg_logprob, want.avg_logprob);
+}
+
 TEST(GreedyChain, SessionChecksItsCalls) {
   if (!std::filesystem::exists(model_dir() + "/model.bin"))
     GTEST_SKIP() << "no tiny.en model at " << model_dir();
