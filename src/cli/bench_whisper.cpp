@@ -88,6 +88,10 @@ struct DeviceChoice {
   std::vector<std::unique_ptr<LogitFilter>> filters;
   std::vector<int32_t> always;
   StepRule rule;
+  // Greedy steps chained on the device as decode_encoded runs them (decoder_chain.cpp;
+  // PARLEY_GREEDY_PIPELINE=0: one decode_choose at a time).
+  bool chain = false;
+  TimestampRuleParams grammar;
 };
 
 // The argmax of row `row` of f32 logits on the host (ties: the lowest id).
@@ -108,6 +112,27 @@ double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int
   const auto t0 = Clock::now();
   std::vector<int32_t> seq = prefix;
   int32_t next = raw_argmax(logits, 0);
+  if (choice && choice->chain) {
+    // As decode_encoded: the first step's token and rule row from the host, every later
+    // step's from the step before it on the device; the host reads ids one step behind.
+    seq.push_back(next);
+    GreedyChainStart start;
+    start.token = next;
+    check(step_rule(choice->filters, seq, start.rule), ErrorKind::internal,
+          "[bench] the default filters have no rule form after the first token");
+    start.state = timestamp_rule_state(std::span(seq).subspan(prefix.size()), true,
+                                       choice->grammar.timestamp_begin);
+    start.always = choice->always;
+    start.grammar = choice->grammar;
+    session.chain_begin(start);
+    const int begin = session.n_cached();
+    for (int i = 0; i < steps; ++i) {
+      session.chain_launch();
+      if (i > 0) session.chain_result(begin + i - 1);
+    }
+    session.chain_result(begin + steps - 1);
+    return ms_since(t0) / steps;
+  }
   for (int i = 0; i < steps; ++i) {
     seq.push_back(next);
     if (choice && step_rule(choice->filters, seq, choice->rule)) {
@@ -229,6 +254,8 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
     choice = std::make_unique<DeviceChoice>();
     choice->filters = make_logit_filters(tokenizer, LogitFilterSettings{}, int(prefix.size()));
     choice->always = always_masked(choice->filters);
+    choice->chain = SessionLogitsSource(session).chains_greedy();
+    choice->grammar = {tokenizer.eot(), tokenizer.timestamp_begin()};
   }
   check_arg(int(prefix.size()) + opt.decode_tokens <= model->config().n_text_ctx,
             "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +
@@ -245,6 +272,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   emit({{"bench", "whisper_decode"},
         {"ms_per_token", tok_ms},
         {"choice", choice_at},
+        {"chained", choice && choice->chain},
         {"tokens_per_second", 1000.0 / tok_ms},
         {"decode_tokens", opt.decode_tokens}});
 
@@ -260,6 +288,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   emit({{"bench", "whisper_e2e_forced"},
         {"ms", forced_ms},
         {"choice", choice_at},
+        {"chained", choice && choice->chain},
         {"decode_tokens", opt.decode_tokens},
         {"audio_seconds", audio_seconds}});
 

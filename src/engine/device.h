@@ -23,6 +23,27 @@ void memcpy_h2d(void* dst, const void* src, size_t bytes);
 void memcpy_d2h(void* dst, const void* src, size_t bytes);
 void memcpy_d2d(void* dst, const void* src, size_t bytes);
 void synchronize();
+// Page-locked host memory, the only kind a device-to-host copy can fill without stalling
+// the host (free_pinned waits for the queued work first, which may still be copying into it).
+void* malloc_pinned(size_t bytes);
+void free_pinned(void* ptr) noexcept;
+// Queues a device-to-host copy into pinned memory and returns at once; the bytes are there
+// once an Event recorded after it has passed. (memcpy_d2h waits for the copy.)
+void memcpy_d2h_async(void* dst, const void* src, size_t bytes);
+// A mark in the stream's queue: record() marks the work queued so far, wait() blocks the
+// calling thread until that work has run (not the work queued after it).
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record();
+  void wait() const;
+
+ private:
+  void* handle_ = nullptr;  // cudaEvent_t
+};
 std::string_view device_label();  // e.g. "NVIDIA H200 (sm_90, 139 GiB)"
 
 // CUDA graphs: the work this thread queues on the backend's stream between begin_capture()

@@ -17,8 +17,9 @@ RowsInput::RowsInput(const Tensor& buffer, int64_t b, int rule_width)
 DecodeGraphs::DecodeGraphs(int n_text_ctx, int rule_width)
     : input_(Tensor::zeros({1 + rule_width}, DType::i32, Device::cuda)),
       rule_width_(rule_width),
-      entries_{std::vector<Entry>(size_t(n_text_ctx)), std::vector<Entry>(size_t(n_text_ctx))},
-      generation_(cuda::scratch_generation()) {}
+      generation_(cuda::scratch_generation()) {
+  for (auto& of_kind : entries_) of_kind.resize(size_t(n_text_ctx));
+}
 
 Tensor DecodeGraphs::rules() const {
   return input_.slice0(1, 1 + rule_width_).reshape({1, rule_width_});
@@ -41,7 +42,7 @@ void DecodeGraphs::drop_if_stale() {
 
 const std::vector<Tensor>& DecodeGraphs::step(int offset, Kind kind,
                                               const std::function<std::vector<Tensor>()>& forward) {
-  std::vector<Entry>& entries = entries_[kind == Kind::logits ? 0 : 1];
+  std::vector<Entry>& entries = entries_[size_t(kind)];
   check(offset >= 0 && size_t(offset) < entries.size(), ErrorKind::internal,
         "[whisper] decode graph offset out of range");
   return replay_or_capture(entries[size_t(offset)], forward, nullptr);

@@ -1,16 +1,19 @@
-// CUDA graphs of decoder steps (WhisperSession::decode, decode_rows, decode_choose on CUDA).
-// A step queues about 13 small kernels per layer; launching them one by one costs more host
-// time than they take on the GPU. The first step at a key runs eagerly (which also warms the
-// pools, cuBLAS plans and scratch it needs), then the same work is captured into a graph;
-// every later step at that key, in any window, replays the graph with one launch.
-// Single-token steps (greedy) are keyed by cache offset, in two kinds: one that returns the
-// logits, and one that also makes the token choice on the device (masked_topk with k = 1),
-// whose only inputs are the token and its rule row, uploaded together. Rows steps (beam
-// search, best_of: one token per row of a fork) are keyed by (offset, rows, k): k = 0 returns
-// the rows' logits, k > 0 each row's top k; their inputs (tokens, slots, cache rows, rule
-// rows: RowsInput) are one upload too. The suppress mask of the choice lives in one session
-// buffer that a new set of ids overwrites in place (encoder.h SuppressMask), so the graphs
-// that read it stay valid.
+// CUDA graphs of decoder steps (WhisperSession::decode, decode_rows, decode_choose,
+// chain_launch on CUDA). A step queues about 13 small kernels per layer; launching them one by
+// one costs more host time than they take on the GPU. The first step at a key runs eagerly
+// (which also warms the pools, cuBLAS plans and scratch it needs), then the same work is
+// captured into a graph; every later step at that key, in any window, replays the graph with
+// one launch. Single-token steps (greedy) are keyed by cache offset, in three kinds: one that
+// returns the logits; one that also makes the token choice on the device (masked_topk with
+// k = 1), whose only inputs are the token and its rule row, uploaded together; and a chained
+// greedy step (WhisperSession::chain_launch), whose token and rule row are in session buffers
+// the previous step wrote, so it has no upload; it writes its inputs and outputs in other
+// buffers than the ones it reads (by offset parity), so running it twice (eagerly, then as
+// the captured graph) gives the same result. Rows steps (beam search, best_of: one token per
+// row of a fork) are keyed by (offset, rows, k): k = 0 returns the rows' logits, k > 0 each
+// row's top k; their inputs (tokens, slots, cache rows, rule rows: RowsInput) are one upload
+// too. The suppress mask of the choice lives in one session buffer that a new set of ids
+// overwrites in place (encoder.h SuppressMask), so the graphs that read it stay valid.
 //
 // Why replay is safe: a step's shapes and pointers depend only on its key. Weights, KV
 // caches, cross-attention K/V and the input buffers below never move (the row caches and the
@@ -65,7 +68,7 @@ class DecodeGraphs {
   Tensor token() const { return input_.slice0(0, 1); }  // i32 [1]
   Tensor rules() const;                                 // i32 [1, rule_width]
 
-  enum class Kind { logits, choice };
+  enum class Kind { logits, choice, chain };
   // The outputs of the single-token step at `offset` (device memory, valid until the next
   // step of that kind): replays its graph, or runs `forward` and captures it for next time.
   const std::vector<Tensor>& step(int offset, Kind kind,
@@ -104,7 +107,7 @@ class DecodeGraphs {
   Tensor input_;
   Tensor rows_input_;
   int rule_width_ = 0;
-  std::vector<Entry> entries_[2];  // single-token steps by kind, then offset
+  std::vector<Entry> entries_[3];  // single-token steps by kind, then offset
   std::map<RowsKey, Entry> rows_;  // rows steps; dropped graphs leave empty entries
   std::map<std::pair<int, int>, std::vector<Tensor>> rows_outputs_;  // by (rows, k)
   uint64_t generation_ = 0;

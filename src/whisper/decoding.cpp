@@ -112,6 +112,46 @@ bool SessionLogitsSource::chooses_on_device() const {
   return device_choice_enabled() && session_.model().device() != Device::cpu;
 }
 
+bool greedy_pipeline_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARLEY_GREEDY_PIPELINE");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return enabled;
+}
+
+bool SessionLogitsSource::chains_greedy() const {
+  // Not the virtual call: a source that only turns the device choice on (on the CPU, in
+  // tests) keeps its steps one at a time.
+  return greedy_pipeline_enabled() && SessionLogitsSource::chooses_on_device();
+}
+
+void SessionLogitsSource::chain_begin(const GreedyChainStart& start) {
+  session_.chain_begin(start);
+  chain_read_ = session_.n_cached();
+}
+
+void SessionLogitsSource::chain_launch() { session_.chain_launch(); }
+
+std::pair<int32_t, float> SessionLogitsSource::chain_read() {
+  return session_.chain_result(chain_read_++);
+}
+
+void SessionLogitsSource::chain_end() { session_.truncate(chain_read_); }
+
+void LogitsSource::chain_begin(const GreedyChainStart&) {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
+}
+void LogitsSource::chain_launch() {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
+}
+std::pair<int32_t, float> LogitsSource::chain_read() {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
+}
+void LogitsSource::chain_end() {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
+}
+
 void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
                                         std::span<const int32_t> always,
                                         std::span<const int32_t> rules, int k,
@@ -313,6 +353,53 @@ float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokeni
   return no_speech_prob_at(row_of(logits, sot_index), tokenizer);
 }
 
+// decode_encoded's greedy steps `first`, first + 1, ... of one sequence, chained on the
+// source's device (LogitsSource::chain_begin): step i + 1 is queued before step i's token is
+// read, so the device does not wait for the host between steps; a step queued after the
+// sequence ended is dropped. The same tokens, scores, streaming and stopping rules as the
+// step-by-step loop (rows.tokens[0] holds at least one sampled token). False, having done
+// nothing, where the filters have no rule form after the sequence so far.
+bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                        const DecodingOptions& options, const WindowPlan& plan,
+                        std::span<const int32_t> always, int n_ctx, int first, bool stream,
+                        Rows& rows) {
+  // Steps in flight: the one being read and the one queued behind it.
+  constexpr int kDepth = 2;
+  std::vector<int32_t>& tokens = rows.tokens[0];
+  GreedyChainStart start;
+  if (!step_rule(plan.filters, tokens, start.rule)) return false;
+  start.token = tokens.back();
+  start.state = timestamp_rule_state(std::span(tokens).subspan(size_t(plan.sample_begin)),
+                                     !options.without_timestamps, tokenizer.timestamp_begin());
+  start.always = always;
+  start.grammar = {tokenizer.eot(), tokenizer.timestamp_begin()};
+  // The loop's limits: step i decodes at offset sample_begin + i - 1, which must fit in the
+  // context (it stops once the sequence is longer than n_ctx).
+  const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
+  source.chain_begin(start);
+  try {
+    int launched = first;
+    for (int i = first; i < end; ++i) {
+      for (; launched < std::min(end, i + kDepth); ++launched) {
+        check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
+              "[whisper] decoding cancelled");
+        source.chain_launch();
+      }
+      const auto [id, logprob] = source.chain_read();
+      // GreedyDecoder.update with the choice made next to the logits, as decode_encoded.
+      tokens.push_back(id);
+      rows.sum_logprobs[0] += logprob;
+      if (stream) options.on_token(id);
+      if (id == tokenizer.eot()) break;
+    }
+  } catch (...) {
+    source.chain_end();
+    throw;
+  }
+  source.chain_end();
+  return true;
+}
+
 // Cuts each candidate at its first <|endoftext|>, ranks them (MaximumLikelihoodRanker) and
 // fills tokens, text, avg_logprob and compression_ratio of the best.
 void finalize(DecodingResult& result, const WhisperTokenizer& tokenizer,
@@ -482,7 +569,12 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   const int top_k = beam ? options.beam_size + 1 : 1;
   std::vector<int32_t> rules, chosen_ids;
   std::vector<float> chosen_logprobs;
+  // Greedy steps after the first may run as a chain on the source's device.
+  const bool chained = on_device && !beam && source.chains_greedy() && options.temperature == 0.0f;
   for (int i = 0; i < sample_len; ++i) {
+    if (i == 1 && chained &&
+        chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, i, stream, rows))
+      break;
     check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
           "[whisper] decoding cancelled");
     bool chosen = false;  // the step's choice came from decode_choose

@@ -26,11 +26,16 @@ namespace parley {
 
 class WhisperSession;
 class WhisperTokenizer;
-struct StepRule;  // logit_filters.h
+struct StepRule;          // logit_filters.h
+struct GreedyChainStart;  // logit_filters.h
 
 // Whether device sessions make the token choice next to the logits (masked_topk on the
 // device; PARLEY_DEVICE_CHOICE=0 turns it off, to compare with the host filters).
 bool device_choice_enabled();
+// Whether greedy windows on device sessions chain their steps on the device, the host reading
+// each token one step behind (LogitsSource::chains_greedy; PARLEY_GREEDY_PIPELINE=0 turns it
+// off, to compare with one step at a time).
+bool greedy_pipeline_enabled();
 struct CrossAttentionWeights;  // model.h
 
 // What a decoding loop needs from a model: encode a window, then decode tokens after the
@@ -69,6 +74,20 @@ class LogitsSource {
   virtual void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                              std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
                              std::vector<float>& logprobs);
+  // Greedy steps chained on the source's device (WhisperSession::chain_begin): true where the
+  // source runs them (CUDA sessions, unless PARLEY_GREEDY_PIPELINE=0 or
+  // PARLEY_DEVICE_CHOICE=0). decode_encoded's greedy windows (temperature 0, one sequence)
+  // then queue step t + 1 before they read step t's token; the tokens, scores and callbacks
+  // are the same. chain_begin starts a chain after the cached tokens; chain_launch queues its
+  // next step (one token, masked_topk with k = 1, the next rule row on the device) without
+  // waiting; chain_read returns the id and log-probability of the oldest step launched and not
+  // yet read, waiting for that step only; chain_end drops the steps launched and not read (the
+  // cache ends after the last one read). The defaults throw Error(unsupported).
+  virtual bool chains_greedy() const { return false; }
+  virtual void chain_begin(const GreedyChainStart& start);
+  virtual void chain_launch();
+  virtual std::pair<int32_t, float> chain_read();
+  virtual void chain_end();
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
   // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
@@ -94,6 +113,11 @@ class SessionLogitsSource : public LogitsSource {
   void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                      std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
                      std::vector<float>& logprobs) override;
+  bool chains_greedy() const override;
+  void chain_begin(const GreedyChainStart& start) override;
+  void chain_launch() override;
+  std::pair<int32_t, float> chain_read() override;
+  void chain_end() override;
   int n_text_ctx() const override;
   int n_mels() const override;
   CrossAttentionWeights cross_attention_weights(
@@ -101,6 +125,7 @@ class SessionLogitsSource : public LogitsSource {
 
  private:
   WhisperSession& session_;
+  int chain_read_ = 0;  // the offset of the next chained step to read
 };
 
 // Options of one window's decoding: the reference's DecodingOptions (whisper/decoding.py),

@@ -235,6 +235,7 @@ void WhisperSession::encode(const Tensor& mel) {
   kv_opt.bias = &w.decoder_cross_kv.bias;
   matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
   n_cached_ = 0;
+  chain_next_ = -1;
   encoded_ = true;
 }
 

@@ -215,4 +215,13 @@ bool step_rules(std::span<const std::unique_ptr<LogitFilter>> filters,
   return true;
 }
 
+std::array<int32_t, kTimestampRuleState> timestamp_rule_state(std::span<const int32_t> sampled,
+                                                              bool timestamps,
+                                                              int32_t timestamp_begin) {
+  const auto last_ts = std::find_if(sampled.rbegin(), sampled.rend(),
+                                    [&](int32_t t) { return t >= timestamp_begin; });
+  return {int32_t(timestamps), sampled.empty() ? -1 : sampled.back(),
+          last_ts == sampled.rend() ? -1 : *last_ts};
+}
+
 }  // namespace parley

@@ -8,6 +8,9 @@
 // token ids cross to the host: the ids suppressed at every position (always_masked), and per
 // position a rule row, the timestamp split point and up to kRuleRanges suppressed ranges
 // (add_rule). Both forms suppress the same ids and apply the same timestamp rule.
+// Past the first sampled token the rule rows of greedy decoding follow from a small state
+// that the engine's advance_timestamp_rule carries on the device (GreedyChainStart), so
+// greedy steps can follow each other there without the host.
 #pragma once
 
 #include <array>
@@ -17,6 +20,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "engine/ops/timestamp_rule.h"
 
 namespace parley {
 
@@ -126,5 +131,24 @@ bool step_rule(std::span<const std::unique_ptr<LogitFilter>> filters,
 // (kRuleWidth each, replacing its contents); false when one of them has none.
 bool step_rules(std::span<const std::unique_ptr<LogitFilter>> filters,
                 std::span<const std::vector<int32_t>> sequences, std::vector<int32_t>& rules);
+
+// advance_timestamp_rule's state (engine/ops/timestamp_rule.h) for the tokens sampled so far
+// (the sequence after sample_begin): (timestamps on, the last token, the last timestamp),
+// -1 for none. From it the op writes the rule rows ApplyTimestampRules::add_rule writes for
+// every later position (with timestamps off: the empty row, as the other filters have no
+// rule after the first sampled position).
+std::array<int32_t, kTimestampRuleState> timestamp_rule_state(std::span<const int32_t> sampled,
+                                                              bool timestamps,
+                                                              int32_t timestamp_begin);
+
+// Where greedy decoding chained on a device starts (LogitsSource::chain_begin,
+// WhisperSession::chain_begin), after at least one sampled token.
+struct GreedyChainStart {
+  int32_t token = 0;  // the last sampled token: the chain's first step decodes it
+  StepRule rule;      // that step's rule row (step_rule after the sequence so far)
+  std::array<int32_t, kTimestampRuleState> state{};  // timestamp_rule_state of that sequence
+  std::span<const int32_t> always;  // the ids suppressed at every position (always_masked)
+  TimestampRuleParams grammar;      // the tokenizer's eot and timestamp_begin
+};
 
 }  // namespace parley

@@ -271,6 +271,7 @@ void WhisperSession::truncate(int n) {
   check_arg(n >= 0 && n <= n_cached_, "[whisper] truncate(" + std::to_string(n) +
                                           "): outside [0, " + std::to_string(n_cached_) + "]");
   n_cached_ = n;
+  chain_next_ = -1;
 }
 
 std::vector<std::string> default_vocab_dirs() {

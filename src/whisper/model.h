@@ -24,6 +24,8 @@
 
 namespace parley {
 
+struct GreedyChainStart;  // logit_filters.h
+
 namespace whisper {
 class DecodeGraphs;  // decode_graphs.h: CUDA graphs of decoder steps
 struct RowsInput;    // decode_graphs.h: a rows step's inputs
@@ -146,6 +148,7 @@ class WhisperSession {
   void reset() {
     n_cached_ = 0;
     n_rows_ = 0;
+    chain_next_ = -1;
   }
   int n_cached() const { return n_cached_; }
 
@@ -161,7 +164,8 @@ class WhisperSession {
   Tensor decode_rows(std::span<const int32_t> tokens);
   void reorder_rows(std::span<const int32_t> source);
   int n_rows() const { return rows_active() ? n_rows_ : 0; }
-  // Keeps the first n cached positions (prompt / prefix reuse); 0 <= n <= n_cached().
+  // Keeps the first n cached positions (prompt / prefix reuse); 0 <= n <= n_cached(). Ends a
+  // greedy chain (chain_begin).
   void truncate(int n);
 
   // One decoder step with the token choice made next to the logits (the engine's
@@ -179,6 +183,21 @@ class WhisperSession {
   };
   const Choices& decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                                std::span<const int32_t> rules, int k);
+
+  // Greedy decoding kept on the device (decoder_chain.cpp): a chain of single-token steps,
+  // each reading its token and rule row from device memory that the step before it wrote
+  // (masked_topk's id, then the engine's advance_timestamp_rule), so the host can queue step
+  // t + 1 before it reads step t's id. chain_begin(start) starts after the cached tokens
+  // (uploads start.token, its rule row and state; the suppress mask as decode_choose).
+  // chain_launch() queues the next step at n_cached() and advances n_cached(): on CUDA one
+  // graph per offset (decode_graphs.h) and an asynchronous copy of its id and log-probability
+  // to pinned memory, without waiting; on the CPU the step runs at once. chain_result(offset)
+  // returns the id and log-probability of the launched step at `offset`, waiting for that step
+  // only. To drop steps launched past the end of a sequence, truncate() the cache; the
+  // chain then needs a new chain_begin.
+  void chain_begin(const GreedyChainStart& start);
+  void chain_launch();
+  std::pair<int32_t, float> chain_result(int offset);
 
   const WhisperModel& model() const { return *model_; }
 
@@ -235,6 +254,13 @@ class WhisperSession {
   // decode_choose.
   std::shared_ptr<whisper::SuppressMask> choice_mask_;
   Choices choices_;
+
+  // chain_begin / chain_launch / chain_result.
+  struct Chain;  // decoder_chain.cpp
+  std::shared_ptr<Chain> chain_;
+  // The offset the chain's next step decodes; -1: no chain (reset, truncate and encode end
+  // it, as do steps decoded any other way, which move n_cached_ away from it).
+  int chain_next_ = -1;
 };
 
 }  // namespace parley

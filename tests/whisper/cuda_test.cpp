@@ -467,3 +467,74 @@ TEST(WhisperCuda, TranscribeBatchMatchesCpuPerFile) {
 
 }  // namespace
 }  // namespace parley
+
+namespace parley {
+namespace {
+
+// A session's source with the greedy chain forced on or off (the device choice stays on).
+class ChainSwitch : public SessionLogitsSource {
+ public:
+  ChainSwitch(WhisperSession& s, bool chain) : SessionLogitsSource(s), chain_(chain) {}
+  bool chains_greedy() const override { return chain_; }
+
+ private:
+  bool chain_;
+};
+
+// Greedy windows chained on the GPU (decode_encoded with chains_greedy: step t + 1 queued
+// before step t's id is read) against one step at a time (decode_choose), on one session
+// with graphs and one without, in f32 and f16: the same tokens, scores and streamed tokens,
+// bit for bit. The windows alternate between the paths and between two mels, with timestamps
+// on and off at the same offsets, so chained graphs are captured, replayed after other kinds
+// of steps, and replayed with the other grammar state.
+TEST(WhisperCuda, GreedyPipelineMatchesStepByStep) {
+  REQUIRE_CUDA();
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  const Tensor mel = jfk_mel(80);
+  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  for (const DType dt : {DType::f32, DType::f16}) {
+    const auto model = WhisperModel::load(kModelDir, {Device::cuda, dt});
+    const WhisperTokenizer tok = load_tokenizer(*model);
+    std::vector<DecodingOptions> cases(4);
+    cases[1].without_timestamps = true;
+    cases[2].prompt = tok.encode(" And so my fellow Americans.");
+    cases[3].sample_len = 5;
+    ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+    WhisperSession eager(model);
+    ::unsetenv("PARLEY_CUDA_GRAPHS");
+    WhisperSession graphed(model);
+    for (WhisperSession* session : {&graphed, &eager}) {
+      for (int round = 0; round < 2; ++round) {
+        for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
+          session->encode(*window);
+          for (size_t i = 0; i < cases.size(); ++i) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + (session == &eager ? " eager" : " graphs") +
+                         " round " + std::to_string(round) + " case " + std::to_string(i));
+            DecodingResult results[2];
+            std::vector<int32_t> streamed[2];
+            for (int chain : {1, 0}) {
+              ChainSwitch source(*session, chain == 1);
+              DecodingOptions o = cases[i];
+              o.on_token = [&](int32_t t) { streamed[chain].push_back(t); };
+              results[chain] = decode_encoded(source, tok, o);
+            }
+            EXPECT_EQ(results[1].tokens, results[0].tokens);
+            EXPECT_EQ(results[1].avg_logprob, results[0].avg_logprob);
+            EXPECT_EQ(results[1].no_speech_prob, results[0].no_speech_prob);
+            EXPECT_EQ(streamed[1], streamed[0]);
+            if (i == 3) {
+              EXPECT_EQ(results[0].tokens.size(), 5u);
+            } else if (window == &mel) {
+              EXPECT_GT(results[0].tokens.size(), 10u);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace parley

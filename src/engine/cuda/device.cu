@@ -249,6 +249,44 @@ void memcpy_d2d(void* dst, const void* src, size_t bytes) {
 
 void synchronize() { check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
 
+void* malloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMallocHost(&p, bytes),
+             ("cudaMallocHost of " + std::to_string(bytes) + " bytes").c_str());
+  return p;
+}
+
+// Never throws (it runs in deleters); see free_device.
+void free_pinned(void* ptr) noexcept {
+  cudaStreamSynchronize(stream());
+  const cudaError_t err = cudaFreeHost(ptr);
+  if (err == cudaSuccess || err == cudaErrorCudartUnloading) return;
+  static std::atomic<int> reported{0};
+  if (reported.fetch_add(1) < 4)
+    std::fprintf(stderr, "[cuda] cudaFreeHost failed: %s\n", cudaGetErrorString(err));
+}
+
+void memcpy_d2h_async(void* dst, const void* src, size_t bytes) {
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()),
+             "cudaMemcpyAsync (device to pinned host)");
+}
+
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  handle_ = e;
+}
+
+Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(handle_)); }
+
+void Event::record() {
+  check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(handle_), stream()), "cudaEventRecord");
+}
+
+void Event::wait() const {
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "cudaEventSynchronize");
+}
+
 std::string_view device_label() {
   if (!cuda_available()) return "none";
   return info().label;

@@ -14,6 +14,7 @@
 #include "engine/ops/scatter_rows.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/spectral.h"
+#include "engine/ops/timestamp_rule.h"
 #include "engine/ops/transpose.h"
 
 namespace parley {
@@ -34,6 +35,13 @@ void memcpy_h2d(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
 void memcpy_d2h(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
 void memcpy_d2d(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
 void synchronize() { no_cuda("cuda_synchronize"); }
+void* malloc_pinned(size_t) { no_cuda("cuda_malloc_pinned"); }
+void free_pinned(void*) noexcept {}
+void memcpy_d2h_async(void*, const void*, size_t) { no_cuda("cuda_memcpy"); }
+Event::Event() { no_cuda("cuda_event"); }
+Event::~Event() = default;
+void Event::record() { no_cuda("cuda_event"); }
+void Event::wait() const { no_cuda("cuda_event"); }
 std::string_view device_label() { return "none"; }
 class Graph {};
 void begin_capture() { no_cuda("cuda_graph"); }
@@ -84,6 +92,10 @@ void power_spectrum(const Tensor&, Tensor&) { no_cuda("power_spectrum"); }
 void log_mel_columns(const Tensor&, Tensor&, int64_t) { no_cuda("log_mel_columns"); }
 void log_mel_normalize(Tensor&) { no_cuda("log_mel_normalize"); }
 void copy_columns(const Tensor&, int64_t, int64_t, Tensor&) { no_cuda("copy_columns"); }
+void advance_timestamp_rule(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
+                            const TimestampRuleParams&) {
+  no_cuda("advance_timestamp_rule");
+}
 
 }  // namespace cuda
 }  // namespace parley

@@ -1,0 +1,139 @@
+// Greedy decoding kept on the device (WhisperSession::chain_begin / chain_launch /
+// chain_result, model.h). A chained step decodes one token at the next position, chooses
+// with masked_topk (k = 1) under the suppress mask and its rule row, writes the id and
+// log-probability into the history at its offset, and advance_timestamp_rule
+// (engine/ops/timestamp_rule.h) writes the next step's token and rule row. The host reads ids
+// one step behind the device, so the GPU never idles while the host looks at a token.
+//
+// Buffers on the model's device:
+//   io      i32 [2, kIoWidth]: per offset parity, a step's input token, its rule row
+//           (kRuleWidth) and the grammar's state after that token (kTimestampRuleState). The
+//           step at offset o reads row o % 2 and writes row (o + 1) % 2, so it reads the same
+//           inputs when it runs twice (decode_graphs.h: eagerly, then as the captured graph).
+//   history i32 [n_text_ctx, 2]: per offset the chosen id and the bits of its f32
+//           log-probability, side by side so one 8-byte copy brings both to the host.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/timestamp_rule.h"
+#include "whisper/decode_graphs.h"
+#include "whisper/encoder.h"
+#include "whisper/logit_filters.h"
+#include "whisper/model.h"
+
+namespace parley {
+
+namespace {
+
+constexpr int64_t kIoWidth = 1 + kRuleWidth + kTimestampRuleState;
+
+}  // namespace
+
+struct WhisperSession::Chain {
+  Tensor io;       // i32 [2, kIoWidth]
+  Tensor history;  // i32 [n_text_ctx, 2]
+  // CUDA: the history's pinned copy, and per offset an event recorded after its copy.
+  std::shared_ptr<int32_t> pinned;
+  std::vector<std::unique_ptr<cuda::Event>> copied;
+  TimestampRuleParams grammar;  // what the captured graphs pass to advance_timestamp_rule
+  const Tensor* mask = nullptr;
+  int begin = 0;  // the chain's first offset
+};
+
+void WhisperSession::chain_begin(const GreedyChainStart& start) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  check_arg(encoded_, "[whisper] chain_begin: call encode() first");
+  check_arg(!rows_active(), "[whisper] chain_begin: rows are in use (fork); reset() first");
+  check_token_ids({&start.token, 1}, c.n_vocab, "[whisper] chain_begin");
+  const Device dev = model_->device();
+  if (!chain_) {  // once per session
+    auto ch = std::make_shared<Chain>();
+    ch->io = Tensor::zeros({2, kIoWidth}, DType::i32, dev);
+    ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
+    if (dev == Device::cuda) {
+      ch->pinned = std::shared_ptr<int32_t>(
+          static_cast<int32_t*>(cuda::malloc_pinned(size_t(ch->history.nbytes()))),
+          [](int32_t* p) { cuda::free_pinned(p); });
+      for (int i = 0; i < c.n_text_ctx; ++i) ch->copied.push_back(std::make_unique<cuda::Event>());
+    }
+    ch->grammar = start.grammar;
+    chain_ = std::move(ch);
+  }
+  // The graphs keep the values they were captured with; a model has one vocabulary.
+  check(chain_->grammar.eot == start.grammar.eot &&
+            chain_->grammar.timestamp_begin == start.grammar.timestamp_begin,
+        ErrorKind::internal, "[whisper] chain_begin: another eot / timestamp_begin than before");
+  n_rows_ = 0;  // rows of an earlier window end here
+  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
+  chain_->mask = &choice_mask_->get(start.always, c.n_vocab, dev);
+  Tensor host = host_pool_.alloc({kIoWidth}, DType::i32);
+  int32_t* p = host.data<int32_t>();
+  p[0] = start.token;
+  std::copy(start.rule.v.begin(), start.rule.v.end(), p + 1);
+  std::copy(start.state.begin(), start.state.end(), p + 1 + kRuleWidth);
+  chain_->io.slice0(n_cached_ % 2, n_cached_ % 2 + 1).reshape({kIoWidth}).copy_from(host);
+  chain_->begin = n_cached_;
+  chain_next_ = n_cached_;
+}
+
+void WhisperSession::chain_launch() {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  check_arg(chain_ && chain_next_ >= 0 && chain_next_ == n_cached_,
+            "[whisper] chain_launch: no chain after the cached tokens; call chain_begin()");
+  const int64_t offset = n_cached_;
+  check_arg(offset + 1 <= c.n_text_ctx, "[whisper] chain_launch: the text context of " +
+                                            std::to_string(c.n_text_ctx) + " is full");
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  const Device dev = model_->device();
+  Chain& ch = *chain_;
+  int32_t* history = ch.history.data<int32_t>() + 2 * offset;
+  auto forward = [&]() -> std::vector<Tensor> {
+    const Tensor in = ch.io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
+    const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
+    const Tensor logits = step_logits(in.slice0(0, 1), 1, offset, nullptr, 1);
+    Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
+    Tensor logprob = Tensor::view(history + 1, {1, 1}, DType::f32, dev, nullptr);
+    masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
+                id);
+    Tensor token = out.slice0(0, 1);
+    Tensor rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
+    Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
+    advance_timestamp_rule(id,
+                           in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState}),
+                           state, token, rule, ch.grammar);
+    return {};
+  };
+  if (graphs_)
+    graphs_->step(int(offset), DecodeGraphs::Kind::chain, forward);
+  else
+    forward();
+  if (dev == Device::cuda) {
+    cuda::memcpy_d2h_async(ch.pinned.get() + 2 * offset, history, 2 * sizeof(int32_t));
+    ch.copied[size_t(offset)]->record();
+  }
+  n_cached_ = int(offset + 1);
+  chain_next_ = n_cached_;
+}
+
+std::pair<int32_t, float> WhisperSession::chain_result(int offset) {
+  check_arg(
+      chain_ && offset >= chain_->begin && offset < n_cached_ &&
+          (chain_next_ < 0 || offset < chain_next_),
+      "[whisper] chain_result: no chained step was launched at offset " + std::to_string(offset));
+  const int32_t* h = nullptr;
+  if (model_->device() == Device::cuda) {
+    chain_->copied[size_t(offset)]->wait();
+    h = chain_->pinned.get() + 2 * offset;
+  } else {
+    h = chain_->history.data<int32_t>() + 2 * offset;
+  }
+  float logprob = 0;
+  std::memcpy(&logprob, h + 1, sizeof(float));
+  return {h[0], logprob};
+}
+
+}  // namespace parley
