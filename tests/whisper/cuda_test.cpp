@@ -287,7 +287,7 @@ TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
   run(graphed, capture);
   const std::vector<Step> want = run(eager, replay), got = run(graphed, replay);
   for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i].logits.numel() > 0) {
+    if (i % 3 == 2) {  // a decode_rows step (a default Tensor is a scalar: numel() is 1)
       EXPECT_LE(max_abs_diff(got[i].logits, want[i].logits), 1e-3f * max_abs(want[i].logits))
           << "step " << i;
       continue;
