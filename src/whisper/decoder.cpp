@@ -9,8 +9,8 @@
 // v there in place (k and v as column ranges with a row stride of 3d), so a step runs no
 // permutes and no cache copies. Cross-attention reads the session's token-major buffer of
 // every layer's audio K/V (encoder.cpp) the same way. A single-token step per layer:
-// LayerNorm, QKV GEMM, attention (2 kernels on CUDA), output GEMM + residual; LayerNorm,
-// q GEMM, attention (2), output GEMM + residual; LayerNorm, fc1 + GELU, fc2 + residual.
+// LayerNorm, QKV GEMM, attention, output GEMM + residual; LayerNorm, q GEMM, attention,
+// output GEMM + residual; LayerNorm, fc1 + GELU (one GEMM), fc2 + residual.
 //
 // Batched rows (beam search, best_of; WhisperSession::fork / decode_rows / reorder_rows):
 // the initial tokens are decoded once into the session's cache; fork() copies them into
