@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,16 @@ TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   fs::remove_all(dir);
 }
 
+// A session whose decoder steps all run eagerly: made while PARLEY_CUDA_GRAPHS=0, which
+// DecodeGraphs::enabled reads when a session is made (the graphs' reference).
+std::unique_ptr<WhisperSession> session_without_graphs(
+    const std::shared_ptr<const WhisperModel>& model) {
+  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+  auto session = std::make_unique<WhisperSession>(model);
+  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  return session;
+}
+
 // A second window's mel: `mel` rescaled (other audio features, same offsets).
 Tensor second_window(const Tensor& mel) {
   Tensor out = Tensor::empty(mel.shape(), DType::f32);
@@ -206,9 +217,8 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
   const Tensor mel = jfk_mel(80);
-  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
-  WhisperSession eager(model);
-  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
+  WhisperSession& eager = *eager_session;
   WhisperSession graphed(model);
   const std::vector<int32_t> prefix = {50257, 50362};
   const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
@@ -245,9 +255,8 @@ TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
   const Tensor mel = jfk_mel(80);
-  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
-  WhisperSession eager(model);
-  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
+  WhisperSession& eager = *eager_session;
   WhisperSession graphed(model);
   eager.encode(mel);
   graphed.encode(mel);
@@ -309,9 +318,8 @@ TEST(WhisperCuda, BeamGraphsDecodeAsWithoutGraphs) {
   const WhisperTokenizer tok = load_tokenizer(*model);
   const Tensor mel = jfk_mel(80);
   const Tensor mel2 = second_window(mel);
-  ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
-  WhisperSession eager(model);
-  ::unsetenv("PARLEY_CUDA_GRAPHS");
+  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
+  WhisperSession& eager = *eager_session;
   WhisperSession graphed(model);
   std::vector<DecodingOptions> cases(2);
   cases[0].beam_size = 5;
@@ -501,9 +509,8 @@ TEST(WhisperCuda, GreedyPipelineMatchesStepByStep) {
     cases[1].without_timestamps = true;
     cases[2].prompt = tok.encode(" And so my fellow Americans.");
     cases[3].sample_len = 5;
-    ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
-    WhisperSession eager(model);
-    ::unsetenv("PARLEY_CUDA_GRAPHS");
+    const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
+    WhisperSession& eager = *eager_session;
     WhisperSession graphed(model);
     for (WhisperSession* session : {&graphed, &eager}) {
       for (int round = 0; round < 2; ++round) {

@@ -10,10 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <filesystem>
 #include <random>
 
-#include "audio/decode.h"
 #include "audio/mel.h"
 #include "engine/ops/reduce.h"
 #include "whisper/batch_session.h"
@@ -28,6 +26,8 @@ namespace parley {
 namespace {
 
 using whisper_test::english;
+using whisper_test::have_tiny_en;
+using whisper_test::jfk_window;
 using whisper_test::model_dir;
 
 // A history after `initial` tokens: text, timestamps (in pairs, single, rising or not) mixed.
@@ -129,13 +129,10 @@ class DefaultChoiceSource : public LogitsSource {
 };
 
 TEST(DeviceChoice, WindowsDecodeAsWithHostFilters) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = WhisperModel::load(model_dir());
   const WhisperTokenizer tok = load_tokenizer(*model);
-  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
-  const Tensor mel =
-      pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+  const Tensor mel = jfk_window();
   std::vector<DecodingOptions> cases(5);
   cases[1].without_timestamps = true;
   cases[2].prompt = tok.encode(" And so my fellow Americans.");
@@ -172,8 +169,7 @@ TEST(DeviceChoice, WindowsDecodeAsWithHostFilters) {
 }
 
 TEST(DeviceChoice, SessionChecksItsArguments) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   WhisperSession session(WhisperModel::load(model_dir()));
   session.encode(Tensor::zeros({80, 3000}, DType::f32));
   const int32_t sot = 50257;
@@ -191,13 +187,10 @@ TEST(DeviceChoice, SessionChecksItsArguments) {
 // WhisperBatchSession::step_choose + WindowSearch::next_chosen against step + next (the host
 // filters), two windows side by side to the end.
 TEST(DeviceChoice, BatchStepsChooseAsTheHostFilters) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = WhisperModel::load(model_dir());
   const WhisperTokenizer tok = load_tokenizer(*model);
-  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
-  const Tensor one =
-      pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+  const Tensor one = jfk_window();
   Tensor mels = Tensor::empty({2, 80, kChunkFrames}, DType::f32);
   mels.slice0(0, 1).reshape({80, kChunkFrames}).copy_from(one);
   mels.slice0(1, 2).reshape({80, kChunkFrames}).copy_from(one);

@@ -7,13 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "audio/decode.h"
-#include "audio/mel.h"
 #include "engine/device.h"
 #include "engine/ops/timestamp_rule.h"
 #include "whisper/decoding.h"
@@ -26,6 +23,8 @@ namespace parley {
 namespace {
 
 using whisper_test::english;
+using whisper_test::have_tiny_en;
+using whisper_test::jfk_window;
 using whisper_test::model_dir;
 
 std::vector<Device> devices() {
@@ -186,13 +185,10 @@ struct WindowRun {
 };
 
 TEST(GreedyChain, WindowsDecodeAsStepByStep) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = WhisperModel::load(model_dir());
   const WhisperTokenizer tok = load_tokenizer(*model);
-  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
-  const Tensor mel =
-      pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+  const Tensor mel = jfk_window();
   const std::string no_eot = "-1," + std::to_string(tok.eot());
   std::vector<DecodingOptions> cases(7);
   cases[1].without_timestamps = true;
@@ -247,13 +243,11 @@ TEST(GreedyChain, WindowsDecodeAsStepByStep) {
 // Cancelled between chained steps: Error(cancelled), the cache ends at the last step read
 // (not at the one queued behind it), and the next window on the session decodes as before.
 TEST(GreedyChain, CancelledMidWindow) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = WhisperModel::load(model_dir());
   const WhisperTokenizer tok = load_tokenizer(*model);
-  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
   WhisperSession session(model);
-  session.encode(pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames));
+  session.encode(jfk_window());
   Source chain(session, true), step(session, false);
   const DecodingResult want = decode_encoded(step, tok, {});
   DecodingOptions o;
@@ -278,8 +272,7 @@ TEST(GreedyChain, CancelledMidWindow) {
 }
 
 TEST(GreedyChain, SessionChecksItsCalls) {
-  if (!std::filesystem::exists(model_dir() + "/model.bin"))
-    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   WhisperSession session(WhisperModel::load(model_dir()));
   EXPECT_THROW(session.chain_launch(), Error);  // no chain
   session.encode(Tensor::zeros({80, 3000}, DType::f32));

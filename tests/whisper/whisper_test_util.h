@@ -1,10 +1,16 @@
 // Shared pieces of the whisper tests: the test vocabularies as WhisperTokenizers, loaded
 // once per test binary (the English-only gpt2.tiktoken of tiny.en, 51864 entries, and
-// multilingual.tiktoken of tiny, 51865 entries), and where the real tiny.en model lives.
+// multilingual.tiktoken of tiny, 51865 entries), where the real tiny.en model lives, and
+// jfk.wav's window.
 #pragma once
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
+#include "audio/decode.h"
+#include "audio/mel.h"
+#include "engine/tensor.h"
 #include "whisper/tokenizer.h"
 
 namespace parley::whisper_test {
@@ -24,5 +30,12 @@ inline const WhisperTokenizer& multilingual() {
 // The real tiny.en (CTranslate2) that scripts/setup.sh installs; tests/CMakeLists.txt sets
 // PARLEY_TEST_MODEL_DIR. Tests that need it skip when its model.bin is missing.
 inline std::string model_dir() { return PARLEY_TEST_MODEL_DIR; }
+inline bool have_tiny_en() { return std::filesystem::exists(model_dir() + "/model.bin"); }
+
+// jfk.wav's one 30 s window as the encoder takes it: f32 [80, 3000] log-mel on the CPU.
+inline Tensor jfk_window() {
+  const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
+  return pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+}
 
 }  // namespace parley::whisper_test
