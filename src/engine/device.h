@@ -42,7 +42,7 @@ class Event {
   void wait() const;
 
  private:
-  void* handle_ = nullptr;  // cudaEvent_t
+  [[maybe_unused]] void* handle_ = nullptr;  // cudaEvent_t (unused in builds without CUDA)
 };
 std::string_view device_label();  // e.g. "NVIDIA H200 (sm_90, 139 GiB)"
 

@@ -46,10 +46,11 @@ void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& n
                            ", W] with W odd in [5, " +
                            std::to_string(1 + 2 * kMaskedTopKMaxRanges) + "]";
                   });
-  for (const auto& [name, out] : {detail::Arg{"next_state", &next_state},
-                                  detail::Arg{"tokens", &tokens}, detail::Arg{"rules", &rules}})
-    detail::require(!overlap(*out, chosen) && !overlap(*out, state), op,
-                    [&] { return std::string(name) + " overlaps chosen or state"; });
+  // Not a structured binding: clang before 16 (the fuzz build's) cannot capture one.
+  for (const detail::Arg& arg : {detail::Arg{"next_state", &next_state},
+                                 detail::Arg{"tokens", &tokens}, detail::Arg{"rules", &rules}})
+    detail::require(!overlap(*arg.t, chosen) && !overlap(*arg.t, state), op,
+                    [&] { return std::string(arg.name) + " overlaps chosen or state"; });
   detail::require(params.timestamp_begin > params.eot && params.eot > 0, op, [&] {
     return "eot " + std::to_string(params.eot) + " and timestamp_begin " +
            std::to_string(params.timestamp_begin) + ": expected 0 < eot < timestamp_begin";
