@@ -1,9 +1,7 @@
 // DecodeGraphs: capture and replay of decoder steps (decode_graphs.h).
 #include "whisper/decode_graphs.h"
 
-#include <cstdlib>
-#include <cstring>
-
+#include "engine/env.h"
 #include "engine/error.h"
 
 namespace parley::whisper {
@@ -25,10 +23,7 @@ Tensor DecodeGraphs::rules() const {
   return input_.slice0(1, 1 + rule_width_).reshape({1, rule_width_});
 }
 
-bool DecodeGraphs::enabled() {
-  const char* v = std::getenv("PARLEY_CUDA_GRAPHS");
-  return !(v && std::strcmp(v, "0") == 0);
-}
+bool DecodeGraphs::enabled() { return env_switch_on("PARLEY_CUDA_GRAPHS"); }
 
 void DecodeGraphs::drop_if_stale() {
   const uint64_t g = cuda::scratch_generation();

@@ -5,15 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <numeric>
-#include <string_view>
 
 #include "audio/mel.h"
 #include "audio/mel_device.h"
 #include "engine/device.h"
+#include "engine/env.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/batch_session.h"
@@ -39,10 +38,7 @@ constexpr int64_t kPrefillTokens = 8192;
 // Whether windows of different lengths share a prefill pass (PARLEY_RAGGED_PREFILL=0: only
 // windows of one length do, as before; to compare the two).
 bool ragged_prefill_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PARLEY_RAGGED_PREFILL");
-    return !(v && std::string_view(v) == "0");
-  }();
+  static const bool on = env_switch_on("PARLEY_RAGGED_PREFILL");
   return on;
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/cuda/common.cuh"
 #include "engine/device.h"
+#include "engine/env.h"
 
 namespace parley {
 
@@ -155,10 +156,7 @@ bool capturing() {
 }
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PARLEY_PDL");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_switch_on("PARLEY_PDL");
   return on;
 }
 

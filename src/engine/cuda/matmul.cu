@@ -14,13 +14,13 @@
 #include <cublasLt.h>
 
 #include <climits>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
 #include "engine/cuda/common.cuh"
+#include "engine/env.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
 
@@ -140,10 +140,7 @@ bool gemm_bias_lt(const GemmArgs& g, const void* bias) {
 
 // PARLEY_GEMV=0 sends the few-row GEMMs to cuBLAS as well (to compare the two).
 bool gemv_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PARLEY_GEMV");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_switch_on("PARLEY_GEMV");
   return on;
 }
 
