@@ -117,13 +117,10 @@ double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int
     // step's from the step before it on the device; the host reads ids one step behind.
     seq.push_back(next);
     GreedyChainStart start;
-    start.token = next;
-    check(step_rule(choice->filters, seq, start.rule), ErrorKind::internal,
+    check(greedy_chain_start(choice->filters, seq, int(prefix.size()), true, choice->always,
+                             choice->grammar, start),
+          ErrorKind::internal,
           "[bench] the default filters have no rule form after the first token");
-    start.state = timestamp_rule_state(std::span(seq).subspan(prefix.size()), true,
-                                       choice->grammar.timestamp_begin);
-    start.always = choice->always;
-    start.grammar = choice->grammar;
     session.chain_begin(start);
     const int begin = session.n_cached();
     for (int i = 0; i < steps; ++i) {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <string_view>
 
+#include "engine/env.h"
 #include "engine/error.h"
 #include "engine/ops/reduce.h"
 #include "whisper/beam_search.h"
@@ -101,10 +102,7 @@ void SessionLogitsSource::reorder_rows(std::span<const int32_t> source) {
 }
 
 bool device_choice_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARLEY_DEVICE_CHOICE");
-    return !(v && std::string_view(v) == "0");
-  }();
+  static const bool enabled = env_switch_on("PARLEY_DEVICE_CHOICE");
   return enabled;
 }
 
@@ -113,10 +111,7 @@ bool SessionLogitsSource::chooses_on_device() const {
 }
 
 bool greedy_pipeline_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARLEY_GREEDY_PIPELINE");
-    return !(v && std::string_view(v) == "0");
-  }();
+  static const bool enabled = env_switch_on("PARLEY_GREEDY_PIPELINE");
   return enabled;
 }
 
@@ -139,18 +134,16 @@ std::pair<int32_t, float> SessionLogitsSource::chain_read() {
 
 void SessionLogitsSource::chain_end() { session_.truncate(chain_read_); }
 
-void LogitsSource::chain_begin(const GreedyChainStart&) {
+namespace {
+[[noreturn]] void no_greedy_chain() {
   throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
 }
-void LogitsSource::chain_launch() {
-  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
-}
-std::pair<int32_t, float> LogitsSource::chain_read() {
-  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
-}
-void LogitsSource::chain_end() {
-  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
-}
+}  // namespace
+
+void LogitsSource::chain_begin(const GreedyChainStart&) { no_greedy_chain(); }
+void LogitsSource::chain_launch() { no_greedy_chain(); }
+std::pair<int32_t, float> LogitsSource::chain_read() { no_greedy_chain(); }
+void LogitsSource::chain_end() { no_greedy_chain(); }
 
 void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
                                         std::span<const int32_t> always,
@@ -367,12 +360,9 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
   constexpr int kDepth = 2;
   std::vector<int32_t>& tokens = rows.tokens[0];
   GreedyChainStart start;
-  if (!step_rule(plan.filters, tokens, start.rule)) return false;
-  start.token = tokens.back();
-  start.state = timestamp_rule_state(std::span(tokens).subspan(size_t(plan.sample_begin)),
-                                     !options.without_timestamps, tokenizer.timestamp_begin());
-  start.always = always;
-  start.grammar = {tokenizer.eot(), tokenizer.timestamp_begin()};
+  if (!greedy_chain_start(plan.filters, tokens, plan.sample_begin, !options.without_timestamps,
+                          always, {tokenizer.eot(), tokenizer.timestamp_begin()}, start))
+    return false;
   // The loop's limits: step i decodes at offset sample_begin + i - 1, which must fit in the
   // context (it stops once the sequence is longer than n_ctx).
   const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);

@@ -224,4 +224,17 @@ std::array<int32_t, kTimestampRuleState> timestamp_rule_state(std::span<const in
           last_ts == sampled.rend() ? -1 : *last_ts};
 }
 
+bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
+                        std::span<const int32_t> tokens, int sample_begin, bool timestamps,
+                        std::span<const int32_t> always, TimestampRuleParams grammar,
+                        GreedyChainStart& start) {
+  if (!step_rule(filters, tokens, start.rule)) return false;
+  start.token = tokens.back();
+  start.state = timestamp_rule_state(tokens.subspan(size_t(sample_begin)), timestamps,
+                                     grammar.timestamp_begin);
+  start.always = always;
+  start.grammar = grammar;
+  return true;
+}
+
 }  // namespace parley
