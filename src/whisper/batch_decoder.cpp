@@ -36,15 +36,17 @@ Tensor host_logits(Pool& host_pool, const Tensor& logits) {
   return host;
 }
 
-// The rows of x [n * T, d] whose logits a prefill returns: for each of the n sequences the
-// positions `rows` of its T (all of them when `rows` is empty), as [n * rows.size(), d].
+// The rows of x [n * T, d] whose logits a prefill returns: sequence i's positions
+// rows[i * r, (i + 1) * r) of its T (r = rows.size() / n; all of x when `rows` is empty), as
+// [rows.size(), d], gathered before the vocabulary GEMM.
 Tensor selected_rows(Pool& pool, Pool& host_pool, const Tensor& x, int64_t n, int64_t t,
                      std::span<const int64_t> rows, Device dev) {
   if (rows.empty()) return x;
+  const int64_t r = int64_t(rows.size()) / n;
   std::vector<int32_t> ids;
-  ids.reserve(size_t(n) * rows.size());
+  ids.reserve(rows.size());
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t r : rows) ids.push_back(int32_t(i * t + r));
+    for (int64_t j = 0; j < r; ++j) ids.push_back(int32_t(i * t + rows[size_t(i * r + j)]));
   Tensor out = pool.alloc({int64_t(ids.size()), x.dim(1)}, x.dtype());
   embedding(x, whisper::ids_on_device(pool, host_pool, ids, dev), out);  // a row gather
   return out;
@@ -281,13 +283,7 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
     std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(len));
     n_cached_[size_t(s)] = len;
   }
-  // The wanted rows of each sequence, gathered before the vocabulary GEMM.
-  std::vector<int32_t> picked;
-  picked.reserve(rows.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < per; ++j) picked.push_back(int32_t(i * t + rows[size_t(i * per + j)]));
-  Tensor out = pool_.alloc({int64_t(picked.size()), d}, dt);
-  embedding(x, ids_on_device(pool_, host_pool_, picked, dev), out);  // a row gather
+  const Tensor out = selected_rows(pool_, host_pool_, x, n, t, rows, dev);
   return host_logits(host_pool_, final_logits(pool_, out, w, c.n_vocab));
 }
 
