@@ -31,9 +31,12 @@
 #include "whisper/synth.h"
 #include "whisper/transcribe.h"
 #include "whisper/transcribe_batch.h"
+#include "whisper/whisper_test_util.h"
 
 namespace parley {
 namespace {
+
+using whisper_test::jfk_window;
 
 namespace fs = std::filesystem;
 
@@ -43,10 +46,10 @@ const std::string kData = PARLEY_TEST_DATA;
 #define REQUIRE_CUDA() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
 
-Tensor jfk_mel(int n_mels) {
-  const std::vector<float> audio = load_audio(kData + "/audio/jfk.wav");
-  return pad_or_trim_frames(log_mel_spectrogram(audio, n_mels, kChunkSamples), kChunkFrames);
-}
+// tiny.en's <|startoftranscript|><|notimestamps|>, and the first tokens of its jfk transcript
+// (the steps the graph tests force).
+const std::vector<int32_t> kJfkPrefix = {50257, 50362};
+const std::vector<int32_t> kJfkForced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
 
 struct Greedy {
   std::vector<int32_t> tokens;
@@ -170,7 +173,7 @@ TEST(WhisperCuda, TinyEnJfkMatchesCpu) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   constexpr int32_t kSot = 50257, kNoTimestamps = 50362, kEot = 50256;
-  check_against_cpu(kModelDir, jfk_mel(80), {kSot, kNoTimestamps}, kEot, 40, false);
+  check_against_cpu(kModelDir, jfk_window(80), {kSot, kNoTimestamps}, kEot, 40, false);
 }
 
 TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
@@ -187,7 +190,7 @@ TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   const WhisperTokenizer tok = load_tokenizer(*model);
   const std::vector<int32_t> prefix =
       initial_tokens(tok, DecodingOptions{}, "en", model->config().n_text_ctx);
-  check_against_cpu(dir.string(), jfk_mel(model->config().n_mels), prefix, tok.eot(), 60, true);
+  check_against_cpu(dir.string(), jfk_window(model->config().n_mels), prefix, tok.eot(), 60, true);
   fs::remove_all(dir);
 }
 
@@ -216,12 +219,12 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
   WhisperSession& eager = *eager_session;
   WhisperSession graphed(model);
-  const std::vector<int32_t> prefix = {50257, 50362};
-  const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
+  const std::vector<int32_t>& prefix = kJfkPrefix;
+  const std::vector<int32_t>& forced = kJfkForced;
   auto run = [&](WhisperSession& s) {
     std::vector<Tensor> rows;
     s.reset();
@@ -254,14 +257,14 @@ TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
   WhisperSession& eager = *eager_session;
   WhisperSession graphed(model);
   eager.encode(mel);
   graphed.encode(mel);
-  const std::vector<int32_t> prefix = {50257, 50362};
-  const std::vector<int32_t> forced = {843, 523, 616, 5891, 3399, 1265, 407, 644, 534, 1499};
+  const std::vector<int32_t>& prefix = kJfkPrefix;
+  const std::vector<int32_t>& forced = kJfkForced;
   constexpr int kRows = 3, kTop = 4, kSteps = 9;
   const std::vector<int32_t> rules(size_t(kRows * kRuleWidth), 0);  // no rule: plain top k
   struct Step {
@@ -316,7 +319,7 @@ TEST(WhisperCuda, BeamGraphsDecodeAsWithoutGraphs) {
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
   const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
   const WhisperTokenizer tok = load_tokenizer(*model);
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   const Tensor mel2 = second_window(mel);
   const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
   WhisperSession& eager = *eager_session;
@@ -357,12 +360,12 @@ double share_beyond_f16(const Tensor& t) {
 TEST(WhisperCuda, F16RowsAndAlignmentLogitsMatchCpu) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f16}));
   WhisperSession cpu(WhisperModel::load(kModelDir));
   gpu.encode(mel);
   cpu.encode(mel);
-  const std::vector<int32_t> prefix = {50257, 50362};
+  const std::vector<int32_t>& prefix = kJfkPrefix;
   const std::vector<int32_t> step = {843, 523};
   gpu.decode(prefix);
   gpu.fork(2);
@@ -389,7 +392,7 @@ TEST(WhisperCuda, F16RowsAndAlignmentLogitsMatchCpu) {
 TEST(WhisperCuda, EncoderF32MatchesCpu) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   WhisperSession cpu(WhisperModel::load(kModelDir));
   WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f32}));
   cpu.encode(mel);
@@ -498,7 +501,7 @@ class ChainSwitch : public SessionLogitsSource {
 TEST(WhisperCuda, GreedyPipelineMatchesStepByStep) {
   REQUIRE_CUDA();
   if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const Tensor mel = jfk_mel(80);
+  const Tensor mel = jfk_window(80);
   Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
   for (int64_t i = 0; i < mel.numel(); ++i)
     mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;

@@ -32,10 +32,10 @@ inline const WhisperTokenizer& multilingual() {
 inline std::string model_dir() { return PARLEY_TEST_MODEL_DIR; }
 inline bool have_tiny_en() { return std::filesystem::exists(model_dir() + "/model.bin"); }
 
-// jfk.wav's one 30 s window as the encoder takes it: f32 [80, 3000] log-mel on the CPU.
-inline Tensor jfk_window() {
+// jfk.wav's one 30 s window as the encoder takes it: f32 [n_mels, 3000] log-mel on the CPU.
+inline Tensor jfk_window(int n_mels = 80) {
   const std::vector<float> audio = load_audio(std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav");
-  return pad_or_trim_frames(log_mel_spectrogram(audio, 80, kChunkSamples), kChunkFrames);
+  return pad_or_trim_frames(log_mel_spectrogram(audio, n_mels, kChunkSamples), kChunkFrames);
 }
 
 }  // namespace parley::whisper_test
