@@ -487,13 +487,18 @@ class AttentionQkv : public OpTest {
   }
 };
 
-// D = 64 without a mask is CUDA's flash kernel in f16/bf16: several key tiles with a
-// partial last one (700 = 10 * 64 + 60), a batch of two with a partial query block, and
-// a length under one tile. D = 32 and causal take the split-heads path.
+// D = 64 without a mask is CUDA's flash kernel in f16/bf16 (blocks of 128 query rows, key
+// tiles of 64): several key tiles with a partial last one (700 = 10 * 64 + 60), a batch of
+// two with a partial query block, a length under one tile, a batch of three whose second
+// query block has one row and last key tile one key (129), and the Whisper encoder's
+// length (1500 = 11 * 128 + 92 rows, 23 * 64 + 28 keys). D = 32 and causal take the
+// split-heads path.
 TEST_P(AttentionQkv, Flash) {
   run({1, 700, 2, 64, false});
   run({2, 77, 3, 64, false});
   run({1, 5, 1, 64, false});
+  run({3, 129, 2, 64, false});
+  run({1, 1500, 1, 64, false});
 }
 
 TEST_P(AttentionQkv, SplitHeadsPath) {
