@@ -27,9 +27,7 @@
 // Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
 // heads side by side in rows of any width, e.g. q|k|v of a fused projection.
-#include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -266,14 +264,13 @@ __device__ void merge_chunks_vec(const SplitOut& so, const AttnShape& s, int64_t
 // Ends a chunk's block (every thread of the block calls it, with the same m and l; o[d] for
 // d < Dv comes from o_at(d); m == -inf means no visible key). With one chunk it writes the
 // output; with several it writes the chunk's m, l and o, and the last block of the (row,
-// head) to finish merges them: a counter per (row, head) instead of a second launch (the
-// pattern of CUDA's threadFenceReduction sample), reset to zero by that block. kDim > 0:
+// head) to finish merges them: a counter per (row, head) instead of a second launch
+// (last_to_finish, common.cuh), reset to zero by that block. kDim > 0:
 // the 16-byte kernel's merge (merge_chunks_vec).
 template <typename T, int kDim = 0, typename OAt>
 __device__ __forceinline__ void finish_chunk(const SplitOut& so, const AttnShape& s, int64_t slot,
                                              int64_t b, int64_t h, int64_t i, float m, float l,
                                              OAt o_at) {
-  __shared__ bool last;
   const int tid = int(threadIdx.x);
   if (so.chunks == 1) {
     T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
@@ -288,16 +285,8 @@ __device__ __forceinline__ void finish_chunk(const SplitOut& so, const AttnShape
   }
   float* o_out = so.part_o + slot * s.dv;
   for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = m == -INFINITY ? 0.0f : o_at(d);
-  __threadfence();  // this block's partials are visible before its count
-  __syncthreads();
   const int64_t key = slot / so.chunks;  // r * H + h
-  if (tid == 0) {
-    last = atomicAdd(so.counters + key, 1) == int(so.chunks) - 1;
-    if (last) so.counters[key] = 0;  // every other chunk has counted: ready for the next launch
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_to_finish(so.counters + key, int(so.chunks))) return;
   if constexpr (kDim > 0)
     merge_chunks_vec<T, kDim>(so, s, key, b, h, i);
   else
@@ -529,30 +518,10 @@ __global__ void __launch_bounds__(kThreadsSplit)
   });
 }
 
-// The split path's per-(row, head) chunk counters: zeroed once, left at zero by every
-// launch (finish_chunk). Grow-only, like Scratch, and never grown during graph capture.
+// The split path's per-(row, head) chunk counters (LastBlockCounters, common.cuh).
 int* split_counters(int64_t n) {
-  static std::mutex mutex;
-  static int* counters = nullptr;
-  static int64_t size = 0;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (n > size) {
-    if (capturing())
-      throw Error(ErrorKind::internal, "[attention] split counters grown during graph capture");
-    const int64_t want = std::max<int64_t>(n, kSplitMaxRows);
-    if (counters) {
-      check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (attention counters)");
-      check_cuda(cudaFree(counters), "cudaFree (attention counters)");
-      counters = nullptr;
-      size = 0;
-    }
-    check_cuda(cudaMalloc(&counters, size_t(want) * sizeof(int)),
-               "cudaMalloc (attention counters)");
-    check_cuda(cudaMemsetAsync(counters, 0, size_t(want) * sizeof(int), stream()),
-               "cudaMemsetAsync (attention counters)");
-    size = want;
-  }
-  return counters;
+  static LastBlockCounters counters("attention", kSplitMaxRows);
+  return counters.get(n);
 }
 
 // q, k, v: element pointers at the first head's column, laid out as s says; out is
