@@ -22,7 +22,11 @@
 // 16-bit, D == Dv is 4 or 8 vectors of 16 bytes (Whisper's 64) and the tensors are 16-byte
 // aligned, a vectorized chunk kernel that requests all its K and V up front replaces the
 // generic one. The split kernels let the next kernel launch early (allow_dependents,
-// common.cuh): the output projection after them loads its weights meanwhile.
+// common.cuh): the output projection after them loads its weights meanwhile. With
+// AttentionOptions::kv_static (cross-attention over the audio K/V) they also request their
+// chunk's K and V before wait_for_inputs() (the vectorized kernel into registers, the
+// generic one as L2 prefetches), so that traffic overlaps the q projection's tail; q, the
+// key mask and every write stay after the wait.
 //
 // Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
@@ -56,6 +60,7 @@ struct AttnShape {
   int64_t heads, lq, lk, d, dv;
   float scale;
   bool causal;
+  bool kv_static;          // AttentionOptions::kv_static: K/V (and k/v_index) before the wait
   const int8_t* key_mask;  // [B, Lk] or null
   Strides q, k, v, o;
   const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
@@ -350,13 +355,25 @@ __device__ __forceinline__ int chunk_keys(const AttnShape& s, const SplitOut& so
   return int(n < so.chunk ? (n < 0 ? 0 : n) : so.chunk);
 }
 
-// One block per (chunk c, head h, row r = b * Lq + i).
+// Asks L2 for n rows of len elements at head (stride `row` elements), one request per
+// 128-byte line, without waiting for them (every thread calls it).
+template <typename T>
+__device__ __forceinline__ void prefetch_rows_l2(const T* head, int64_t row, int n, int64_t len) {
+  constexpr int kLine = 128 / sizeof(T);  // elements per line
+  const int lines = int((len + kLine - 1) / kLine);
+  for (int x = int(threadIdx.x); x < n * lines; x += kThreadsSplit) {
+    const T* at = head + (x / lines) * row + (x % lines) * kLine;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+  }
+}
+
+// One block per (chunk c, head h, row r = b * Lq + i). With s.kv_static it prefetches the
+// chunk's K/V rows into L2 before waiting for q.
 template <typename T>
 __global__ void __launch_bounds__(kThreadsSplit)
     attention_split_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
   extern __shared__ float smem[];
-  wait_for_inputs();
-  allow_dependents();
+  if (!s.kv_static) wait_for_inputs();
   float* qs = smem;                  // [D]
   float* p = qs + s.d;               // [kChunkShort]
   float* partial = p + kChunkShort;  // [kThreadsSplit]
@@ -370,14 +387,23 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
+    if (s.kv_static) wait_for_inputs();
+    allow_dependents();
     finish_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
+  if (s.kv_static) {  // the chunk's K/V on their way to L2 while the q projection finishes
+    prefetch_rows_l2(k_head, s.k.row, n, s.d);
+    prefetch_rows_l2(v_head, s.v.row, n, s.dv);
+    wait_for_inputs();
+  }
+  allow_dependents();
   const T* q_row = q + s.q.at(b, h, i);
   for (int64_t d = tid; d < s.d; d += kThreadsSplit) qs[d] = dev_to_f32(q_row[d]) * s.scale;
   __syncthreads();
 
-  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
   for (int j = warp; j < n; j += kWarps) {
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
     float dot = 0.0f;
@@ -401,7 +427,6 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __syncthreads();
   float l = 0.0f;
   for (int j = 0; j < n; ++j) l += p[j];
-  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
   chunk_pv<T, 1>(p, n, v_head, s.v.row, int(s.dv), partial,
                  [&](auto o_at) { finish_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
 }
@@ -425,8 +450,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __shared__ float p[kChunkShort];
   __shared__ float o_part[kGroups][kDim];
   __shared__ float chunk_m, chunk_l;
-  wait_for_inputs();
-  allow_dependents();
+  if (!s.kv_static) wait_for_inputs();
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
@@ -436,12 +460,13 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
+    if (s.kv_static) wait_for_inputs();
+    allow_dependents();
     finish_chunk<T, kDim>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
   const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
-  const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
   uint4 k_raw[kPasses], v_raw[kPasses];
 #pragma unroll
   for (int x = 0; x < kPasses; ++x) {
@@ -451,6 +476,9 @@ __global__ void __launch_bounds__(kThreadsSplit)
     v_raw[x] = j < n ? *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row)
                      : make_uint4(0, 0, 0, 0);
   }
+  if (s.kv_static) wait_for_inputs();  // K/V requested: now q, which the last kernel wrote
+  allow_dependents();
+  const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
   float qf[kVec];
   {
     const T* e = reinterpret_cast<const T*>(&q_raw);
@@ -626,6 +654,7 @@ AttnShape base_shape(int64_t heads, int64_t lq, int64_t lk, int64_t d, int64_t d
   s.dv = dv;
   s.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d));
   s.causal = opt.causal;
+  s.kv_static = opt.kv_static;
   s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
   return s;
 }
