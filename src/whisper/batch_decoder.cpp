@@ -367,11 +367,13 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
       const Tensor q = q_tok.reshape({n, h, 1, dh});
       const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
       Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
+      AttentionOptions opt;
+      opt.kv_static = true;  // a slot's audio K/V are written when it is admitted, not here
       for (const auto& [begin, end] : runs_) {
         const int64_t s0 = slots[size_t(begin)], len = end - begin;
         Tensor out = attn.slice0(begin, end);
         attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
-                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out);
+                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out, opt);
       }
       linear_residual(attn.reshape({n, d}), l.cross_out, x);
     }

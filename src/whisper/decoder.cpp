@@ -69,8 +69,10 @@ void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l
   const Tensor q = linear(pool, attn_in, l.cross_q);       // [T, d]
   const Tensor kv = cross_kv.reshape({1, n_audio, cross_kv.dim(1)});
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d]
+  AttentionOptions opt;
+  opt.kv_static = true;  // encode() wrote cross_kv before any decoder step
   attention_tokens({q.reshape({1, t, d}), 0}, {kv, 2 * d * layer}, {kv, 2 * d * layer + d}, n_audio,
-                   n_head, attn);
+                   n_head, attn, opt);
   linear_residual(attn.reshape({t, d}), l.cross_out, x);
 }
 

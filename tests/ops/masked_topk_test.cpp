@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "engine/ops/reduce.h"
@@ -137,6 +138,19 @@ TEST_P(MaskedTopK, WhisperSizedVocabulary) {
   std::vector<float> x = logits(1, v, split, /*low_tail=*/false);
   x[123] = 9.0f;  // the best text token, far above the rest
   check(x, 1, v, {}, {{split, 50257, 50258, 0, 0}}, 4);
+}
+
+TEST_P(MaskedTopK, RepeatedCallsStartClean) {
+  // CUDA merges each row in the row's last segment block to finish, found with a counter
+  // per row that the call must leave at zero: a counter left behind would make the next call
+  // (same rows, then more, then fewer) skip the merge and leave its outputs unwritten.
+  const int64_t v = 5000, split = 4500;  // 3 segments of CUDA's 2048
+  for (int64_t rows : {3, 3, 7, 2}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const std::vector<float> x = logits(rows, v, split, /*low_tail=*/false);
+    const std::vector<std::vector<int32_t>> rules(size_t(rows), {int32_t(split), 10, 20});
+    check(x, rows, v, {}, rules, 2);
+  }
 }
 
 TEST_P(MaskedTopK, RejectsBadArguments) {

@@ -516,6 +516,7 @@ struct AttentionTokensCase {
   int64_t wq, qc, wk, kc, wv, vc;
   bool causal;
   std::vector<int32_t> slots = {};  // k and v batch_index; k and v get max + 2 batches
+  bool kv_static = false;           // AttentionOptions::kv_static
 };
 
 class AttentionTokens : public OpTest {
@@ -527,7 +528,7 @@ class AttentionTokens : public OpTest {
                  std::to_string(ac.cap) + " W " + std::to_string(ac.wq) + "/" +
                  std::to_string(ac.wk) + "/" + std::to_string(ac.wv) + " at " +
                  std::to_string(ac.qc) + "/" + std::to_string(ac.kc) + "/" + std::to_string(ac.vc) +
-                 (ac.causal ? " causal" : ""));
+                 (ac.causal ? " causal" : "") + (ac.kv_static ? " kv_static" : ""));
     const int64_t hd = ac.heads * ac.d;
     const HostTensor q = random({ac.batch, ac.lq, ac.wq}, -2.0f, 2.0f);
     const bool indexed = !ac.slots.empty();
@@ -541,6 +542,7 @@ class AttentionTokens : public OpTest {
     const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dslots = dev(slots_host);
     AttentionOptions opt;
     opt.causal = ac.causal;
+    opt.kv_static = ac.kv_static;
     Tensor o = out({ac.batch, ac.lq, hd});
     const Tensor* index = indexed ? &dslots : nullptr;
     attention_tokens({dq, ac.qc}, {dk, ac.kc, index}, {dv, ac.vc, index}, ac.n_keys, int(ac.heads),
@@ -609,6 +611,18 @@ TEST_P(AttentionTokens, CrossAttention) {
 TEST_P(AttentionTokens, BatchIndex) {
   run({3, 2, 64, 1, 90, 100, 384, 0, 384, 128, 384, 256, true, {2, 0, 2}});
   run({2, 2, 8, 40, 50, 50, 48, 0, 48, 16, 48, 32, true, {1, 0}});
+}
+
+// kv_static: CUDA's split kernels request K/V before waiting for q (nothing to wait for in
+// an eager call, but the reordered kernels must give the same results): the 16-byte kernel
+// over cross-attention's 1500 keys, the generic one, a batch_index, and causal chunks that
+// are empty for the first queries (Lq 100 over 4 chunks).
+TEST_P(AttentionTokens, KvStatic) {
+  run({1, 6, 64, 1, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false, {}, true});
+  run({2, 3, 12, 4, 70, 71, 37, 1, 41, 3, 40, 2, false, {}, true});
+  run({2, 2, 8, 3, 200, 210, 37, 1, 41, 3, 40, 2, true, {}, true});
+  run({3, 2, 64, 1, 90, 100, 384, 0, 384, 128, 384, 256, true, {2, 0, 2}, true});
+  run({1, 1, 64, 100, 200, 200, 64, 0, 192, 64, 192, 128, true, {}, true});
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionTokens, ::testing::ValuesIn(op_params()), op_param_name);

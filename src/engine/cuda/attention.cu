@@ -22,14 +22,16 @@
 // 16-bit, D == Dv is 4 or 8 vectors of 16 bytes (Whisper's 64) and the tensors are 16-byte
 // aligned, a vectorized chunk kernel that requests all its K and V up front replaces the
 // generic one. The split kernels let the next kernel launch early (allow_dependents,
-// common.cuh): the output projection after them loads its weights meanwhile.
+// common.cuh): the output projection after them loads its weights meanwhile. With
+// AttentionOptions::kv_static (cross-attention over the audio K/V) they also request their
+// chunk's K and V before wait_for_inputs() (the vectorized kernel into registers, the
+// generic one as L2 prefetches), so that traffic overlaps the q projection's tail; q, the
+// key mask and every write stay after the wait.
 //
 // Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
 // heads side by side in rows of any width, e.g. q|k|v of a fused projection.
-#include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -58,6 +60,7 @@ struct AttnShape {
   int64_t heads, lq, lk, d, dv;
   float scale;
   bool causal;
+  bool kv_static;          // AttentionOptions::kv_static: K/V (and k/v_index) before the wait
   const int8_t* key_mask;  // [B, Lk] or null
   Strides q, k, v, o;
   const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
@@ -266,14 +269,13 @@ __device__ void merge_chunks_vec(const SplitOut& so, const AttnShape& s, int64_t
 // Ends a chunk's block (every thread of the block calls it, with the same m and l; o[d] for
 // d < Dv comes from o_at(d); m == -inf means no visible key). With one chunk it writes the
 // output; with several it writes the chunk's m, l and o, and the last block of the (row,
-// head) to finish merges them: a counter per (row, head) instead of a second launch (the
-// pattern of CUDA's threadFenceReduction sample), reset to zero by that block. kDim > 0:
+// head) to finish merges them: a counter per (row, head) instead of a second launch
+// (last_to_finish, common.cuh), reset to zero by that block. kDim > 0:
 // the 16-byte kernel's merge (merge_chunks_vec).
 template <typename T, int kDim = 0, typename OAt>
 __device__ __forceinline__ void finish_chunk(const SplitOut& so, const AttnShape& s, int64_t slot,
                                              int64_t b, int64_t h, int64_t i, float m, float l,
                                              OAt o_at) {
-  __shared__ bool last;
   const int tid = int(threadIdx.x);
   if (so.chunks == 1) {
     T* out_row = static_cast<T*>(so.out) + s.o.at(b, h, i);
@@ -288,16 +290,8 @@ __device__ __forceinline__ void finish_chunk(const SplitOut& so, const AttnShape
   }
   float* o_out = so.part_o + slot * s.dv;
   for (int64_t d = tid; d < s.dv; d += kThreadsSplit) o_out[d] = m == -INFINITY ? 0.0f : o_at(d);
-  __threadfence();  // this block's partials are visible before its count
-  __syncthreads();
   const int64_t key = slot / so.chunks;  // r * H + h
-  if (tid == 0) {
-    last = atomicAdd(so.counters + key, 1) == int(so.chunks) - 1;
-    if (last) so.counters[key] = 0;  // every other chunk has counted: ready for the next launch
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_to_finish(so.counters + key, int(so.chunks))) return;
   if constexpr (kDim > 0)
     merge_chunks_vec<T, kDim>(so, s, key, b, h, i);
   else
@@ -361,13 +355,25 @@ __device__ __forceinline__ int chunk_keys(const AttnShape& s, const SplitOut& so
   return int(n < so.chunk ? (n < 0 ? 0 : n) : so.chunk);
 }
 
-// One block per (chunk c, head h, row r = b * Lq + i).
+// Asks L2 for n rows of len elements at head (stride `row` elements), one request per
+// 128-byte line, without waiting for them (every thread calls it).
+template <typename T>
+__device__ __forceinline__ void prefetch_rows_l2(const T* head, int64_t row, int n, int64_t len) {
+  constexpr int kLine = 128 / sizeof(T);  // elements per line
+  const int lines = int((len + kLine - 1) / kLine);
+  for (int x = int(threadIdx.x); x < n * lines; x += kThreadsSplit) {
+    const T* at = head + (x / lines) * row + (x % lines) * kLine;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+  }
+}
+
+// One block per (chunk c, head h, row r = b * Lq + i). With s.kv_static it prefetches the
+// chunk's K/V rows into L2 before waiting for q.
 template <typename T>
 __global__ void __launch_bounds__(kThreadsSplit)
     attention_split_kernel(const T* q, const T* k, const T* v, AttnShape s, SplitOut so) {
   extern __shared__ float smem[];
-  wait_for_inputs();
-  allow_dependents();
+  if (!s.kv_static) wait_for_inputs();
   float* qs = smem;                  // [D]
   float* p = qs + s.d;               // [kChunkShort]
   float* partial = p + kChunkShort;  // [kThreadsSplit]
@@ -381,14 +387,23 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
+    if (s.kv_static) wait_for_inputs();
+    allow_dependents();
     finish_chunk<T>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
+  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
+  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
+  if (s.kv_static) {  // the chunk's K/V on their way to L2 while the q projection finishes
+    prefetch_rows_l2(k_head, s.k.row, n, s.d);
+    prefetch_rows_l2(v_head, s.v.row, n, s.dv);
+    wait_for_inputs();
+  }
+  allow_dependents();
   const T* q_row = q + s.q.at(b, h, i);
   for (int64_t d = tid; d < s.d; d += kThreadsSplit) qs[d] = dev_to_f32(q_row[d]) * s.scale;
   __syncthreads();
 
-  const T* k_head = k + s.k.at(s.k_batch(b), h, j0);
   for (int j = warp; j < n; j += kWarps) {
     const bool masked = s.key_mask && s.key_mask[b * s.lk + j0 + j] == 0;
     float dot = 0.0f;
@@ -412,7 +427,6 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __syncthreads();
   float l = 0.0f;
   for (int j = 0; j < n; ++j) l += p[j];
-  const T* v_head = v + s.v.at(s.v_batch(b), h, j0);
   chunk_pv<T, 1>(p, n, v_head, s.v.row, int(s.dv), partial,
                  [&](auto o_at) { finish_chunk<T>(so, s, slot, b, h, i, m, l, o_at); });
 }
@@ -436,8 +450,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __shared__ float p[kChunkShort];
   __shared__ float o_part[kGroups][kDim];
   __shared__ float chunk_m, chunk_l;
-  wait_for_inputs();
-  allow_dependents();
+  if (!s.kv_static) wait_for_inputs();
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
@@ -447,12 +460,13 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
+    if (s.kv_static) wait_for_inputs();
+    allow_dependents();
     finish_chunk<T, kDim>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
   const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
-  const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
   uint4 k_raw[kPasses], v_raw[kPasses];
 #pragma unroll
   for (int x = 0; x < kPasses; ++x) {
@@ -462,6 +476,9 @@ __global__ void __launch_bounds__(kThreadsSplit)
     v_raw[x] = j < n ? *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row)
                      : make_uint4(0, 0, 0, 0);
   }
+  if (s.kv_static) wait_for_inputs();  // K/V requested: now q, which the last kernel wrote
+  allow_dependents();
+  const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
   float qf[kVec];
   {
     const T* e = reinterpret_cast<const T*>(&q_raw);
@@ -529,30 +546,10 @@ __global__ void __launch_bounds__(kThreadsSplit)
   });
 }
 
-// The split path's per-(row, head) chunk counters: zeroed once, left at zero by every
-// launch (finish_chunk). Grow-only, like Scratch, and never grown during graph capture.
+// The split path's per-(row, head) chunk counters (LastBlockCounters, common.cuh).
 int* split_counters(int64_t n) {
-  static std::mutex mutex;
-  static int* counters = nullptr;
-  static int64_t size = 0;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (n > size) {
-    if (capturing())
-      throw Error(ErrorKind::internal, "[attention] split counters grown during graph capture");
-    const int64_t want = std::max<int64_t>(n, kSplitMaxRows);
-    if (counters) {
-      check_cuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize (attention counters)");
-      check_cuda(cudaFree(counters), "cudaFree (attention counters)");
-      counters = nullptr;
-      size = 0;
-    }
-    check_cuda(cudaMalloc(&counters, size_t(want) * sizeof(int)),
-               "cudaMalloc (attention counters)");
-    check_cuda(cudaMemsetAsync(counters, 0, size_t(want) * sizeof(int), stream()),
-               "cudaMemsetAsync (attention counters)");
-    size = want;
-  }
-  return counters;
+  static LastBlockCounters counters("attention", kSplitMaxRows);
+  return counters.get(n);
 }
 
 // q, k, v: element pointers at the first head's column, laid out as s says; out is
@@ -657,6 +654,7 @@ AttnShape base_shape(int64_t heads, int64_t lq, int64_t lk, int64_t d, int64_t d
   s.dv = dv;
   s.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d));
   s.causal = opt.causal;
+  s.kv_static = opt.kv_static;
   s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
   return s;
 }

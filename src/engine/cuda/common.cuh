@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -199,6 +200,73 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cfg.numAttrs = pdl_enabled() && capturing() ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
 }
+
+// --- Last-block counters ---------------------------------------------------------------
+// A kernel whose blocks split one unit of work (a (row, head) of split attention, a row of
+// masked_topk) can finish it in the last of those blocks instead of a second launch: each
+// block writes its partial results and counts itself on the unit's counter; the block that
+// counts last reads the others' results and resets the counter (the pattern of CUDA's
+// threadFenceReduction sample). Counters are touched only after wait_for_inputs(), so launches
+// of one op on stream() never share one in flight.
+
+// Every thread of the block calls it after the block wrote its results; true in every thread
+// of the one block of `blocks` that counts last on *counter. That block then sees the others'
+// writes (read them with __ldcg or volatile loads: L1 is not coherent across blocks), and the
+// counter is back at zero for the next launch or graph replay.
+__device__ __forceinline__ bool last_to_finish(int* counter, int blocks) {
+  __shared__ bool last;
+  __threadfence();  // this block's results are visible before its count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1) == blocks - 1;
+    if (last) *counter = 0;  // every other block has counted
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// The device ints behind last_to_finish for one op (a function-local static: never destroyed,
+// see above), zero between launches. Grow-only like Scratch: growing synchronizes the stream and
+// reallocates, so it must happen before a graph capture (the decoder's eager run first), and
+// growing during one is an internal error.
+class LastBlockCounters {
+ public:
+  // op names the errors; min_size counters at least on the first allocation.
+  LastBlockCounters(const char* op, int64_t min_size) : op_(op), min_size_(min_size) {}
+
+  // At least n counters, zero for the work queued on stream() from now on.
+  int* get(int64_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n > size_) grow(n);
+    return counters_;
+  }
+
+ private:
+  void grow(int64_t n) {
+    const std::string op = std::string("[") + op_ + "] ";
+    if (capturing())
+      throw Error(ErrorKind::internal, op + "last-block counters grown during graph capture");
+    const int64_t want = n > min_size_ ? n : min_size_;
+    if (counters_) {  // kernels queued earlier may still count on the old ones
+      check_cuda(cudaStreamSynchronize(stream()), (op + "cudaStreamSynchronize").c_str());
+      check_cuda(cudaFree(counters_), (op + "cudaFree (counters)").c_str());
+      counters_ = nullptr;
+      size_ = 0;
+    }
+    check_cuda(cudaMalloc(&counters_, size_t(want) * sizeof(int)),
+               (op + "cudaMalloc (counters)").c_str());
+    check_cuda(cudaMemsetAsync(counters_, 0, size_t(want) * sizeof(int), stream()),
+               (op + "cudaMemsetAsync (counters)").c_str());
+    size_ = want;
+  }
+
+  std::mutex mutex_;
+  const char* op_;
+  int64_t min_size_;
+  int* counters_ = nullptr;
+  int64_t size_ = 0;
+};
 
 // --- Block reductions (every thread of the block calls them; blockDim.x % 32 == 0) ------
 

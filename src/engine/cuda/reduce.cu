@@ -137,11 +137,12 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
   select_top(n_cand, k, load, emit);
 }
 
-// masked_topk in two launches, so a row of 51866 logits is read by ~26 blocks at once:
-// stage 1, block (segment, row): the segment's x' (mask and ranges applied) into shared
-// memory, the running max and sum of exp of its part before and after the split (one pass,
-// online), and the top k candidates of each part; stage 2, one block per row: the
-// segments' maxima and sums give logsumexp of both sides, so the split rule and
+// masked_topk in one launch, so a row of 51866 logits is read by ~26 blocks at once:
+// block (segment, row) puts the segment's x' (mask and ranges applied) into shared memory,
+// takes the running max and sum of exp of its part before and after the split (one pass,
+// online) and the top k candidates of each part; the last of a row's blocks to finish
+// (last_to_finish, common.cuh: a counter per row instead of a second launch) merges them:
+// the segments' maxima and sums give logsumexp of both sides, so the split rule and
 // logsumexp(x'), then the top k of the candidates (head ones at -inf when the rule drops the
 // head) with their log-probabilities.
 constexpr int kMaskedThreads = 256;
@@ -196,9 +197,46 @@ __device__ __forceinline__ int32_t split_of(const int32_t* rule, int32_t v) {
   return rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
 }
 
+// The merge of row `row` by the row's last segment block (every thread calls it; blockDim.x
+// == kMaskedThreads, as the merge kernel it replaces had, so the sums come out bit for bit the
+// same). stats and candidates come from other blocks: read through L2 (__ldcg).
+__device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, int k,
+                                      const LseStats* stats, const float* cand_v,
+                                      const int32_t* cand_i, float* logprobs, int32_t* indices) {
+  constexpr float kNegInf = -INFINITY;
+  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
+  for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
+    const LseStats* st = stats + row * segments + i;
+    lse_merge(hm, hs, __ldcg(&st->head_max), __ldcg(&st->head_sum));
+    lse_merge(tm, ts, __ldcg(&st->tail_max), __ldcg(&st->tail_sum));
+  }
+  block_lse(hm, hs);
+  block_lse(tm, ts);
+  const float tail_lse = tm > kNegInf ? tm + logf(ts) : kNegInf;
+  const bool drop_head = split > 0 && tail_lse > hm;
+  const float head_lse = !drop_head && hm > kNegInf ? hm + logf(hs) : kNegInf;
+  const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
+  const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
+
+  const int64_t base = row * segments * 2 * k;
+  auto load = [&](int32_t j) {
+    const int32_t i = __ldcg(cand_i + base + j);
+    if (i < 0) return Cand{0.0f, -1};
+    return Cand{drop_head && i < split ? kNegInf : __ldcg(cand_v + base + j), i};
+  };
+  const int64_t out = row * k;
+  auto emit = [&](int r, Cand c) {
+    indices[out + r] = c.i;
+    logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
+  };
+  select_top(int32_t(segments * 2 * k), k, load, emit);
+}
+
+// Block (segment, row); counters [rows], zero between launches.
 __global__ void __launch_bounds__(kMaskedThreads)
-    masked_topk_segment_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
-                               int width, int k, LseStats* stats, float* cand_v, int32_t* cand_i) {
+    masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
+                       int width, int k, LseStats* stats, float* cand_v, int32_t* cand_i,
+                       int* counters, float* logprobs, int32_t* indices) {
   constexpr float kNegInf = -INFINITY;
   __shared__ float seg[kMaskedSegment];
   __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
@@ -259,43 +297,17 @@ __global__ void __launch_bounds__(kMaskedThreads)
         emit_at(out + k));
   else
     none(out + k);
+  if (!last_to_finish(counters + row, int(gridDim.x))) return;
+  masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices);
 }
 
-__global__ void __launch_bounds__(kMaskedThreads)
-    masked_topk_merge_kernel(const int32_t* rules, int width, int32_t v, int segments, int k,
-                             const LseStats* stats, const float* cand_v, const int32_t* cand_i,
-                             float* logprobs, int32_t* indices) {
-  constexpr float kNegInf = -INFINITY;
-  wait_for_inputs();
-  allow_dependents();
-  const int64_t row = blockIdx.x;
-  const int32_t split = split_of(rules + row * width, v);
-  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
-  for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
-    const LseStats st = stats[row * segments + i];
-    lse_merge(hm, hs, st.head_max, st.head_sum);
-    lse_merge(tm, ts, st.tail_max, st.tail_sum);
-  }
-  block_lse(hm, hs);
-  block_lse(tm, ts);
-  const float tail_lse = tm > kNegInf ? tm + logf(ts) : kNegInf;
-  const bool drop_head = split > 0 && tail_lse > hm;
-  const float head_lse = !drop_head && hm > kNegInf ? hm + logf(hs) : kNegInf;
-  const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
-  const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
+constexpr int64_t kMaskedMaxRows = 65535;  // grid y
 
-  const int64_t base = row * segments * 2 * k;
-  auto load = [&](int32_t j) {
-    const int32_t i = cand_i[base + j];
-    if (i < 0) return Cand{0.0f, -1};
-    return Cand{drop_head && i < split ? kNegInf : cand_v[base + j], i};
-  };
-  const int64_t out = row * k;
-  auto emit = [&](int r, Cand c) {
-    indices[out + r] = c.i;
-    logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
-  };
-  select_top(int32_t(segments * 2 * k), k, load, emit);
+// masked_topk's per-row counters (LastBlockCounters, common.cuh): enough for every row count
+// it takes on the first call, so a captured step never grows them.
+int* masked_topk_counters(int64_t rows) {
+  static LastBlockCounters counters("masked_topk", kMaskedMaxRows);
+  return counters.get(rows);
 }
 
 void check_row_length(int64_t v, const char* op) {
@@ -367,7 +379,7 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   const int64_t rows = x.dim(0), v = x.dim(1);
   if (rows == 0) return;
   check_row_length(v, kOp);
-  if (!(rows <= 65535))
+  if (!(rows <= kMaskedMaxRows))
     throw Error(ErrorKind::unsupported, std::string("[") + kOp + "] " + std::to_string(rows) +
                                             " rows exceed the kernel's grid (65535 rows)");
   const int64_t segments = (v + kMaskedSegment - 1) / kMaskedSegment;
@@ -379,13 +391,11 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   auto* cand_i = reinterpret_cast<int32_t*>(cand_v + n_cand);
   const int width = int(rules.dim(1));
   const dim3 grid{unsigned(segments), unsigned(rows)};
-  // Programmatic dependents (common.cuh), like the rest of a decoder step.
-  launch_dependent(masked_topk_segment_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(),
-                   int32_t(v), mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width,
-                   k, stats, cand_v, cand_i);
-  launch_dependent(masked_topk_merge_kernel, dim3(unsigned(rows)), dim3(kMaskedThreads), 0,
-                   rules.data<int32_t>(), width, int32_t(v), int(segments), k, stats, cand_v,
-                   cand_i, logprobs.data<float>(), indices.data<int32_t>());
+  int* counters = masked_topk_counters(rows);
+  // A programmatic dependent (common.cuh), like the rest of a decoder step.
+  launch_dependent(masked_topk_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(), int32_t(v),
+                   mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width, k, stats,
+                   cand_v, cand_i, counters, logprobs.data<float>(), indices.data<int32_t>());
 }
 
 }  // namespace parley::cuda

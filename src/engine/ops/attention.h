@@ -15,6 +15,15 @@ struct AttentionOptions {
   float scale = 0.0f;  // 0 means 1 / sqrt(D)
   bool causal = false;
   const Tensor* key_mask = nullptr;  // i8 [B, Lk]
+  // The caller's promise that k and v (and their batch_index) are written by no kernel
+  // queued since the last point at which stream work was complete, i.e. by none that can
+  // still run while this call's kernels start (cross-attention over the audio K/V that
+  // encode() wrote before the decoder step; never a KV cache the step itself appends to).
+  // CUDA's split kernels then request K/V before waiting for their inputs (q; programmatic
+  // dependent launch, engine/cuda/common.cuh). false is always correct; the CPU ignores it.
+  // For attention() and attention_tokens(); never with attention_qkv (its k and v are the
+  // caller's fresh projection, and its fallback passes opt on to attention()).
+  bool kv_static = false;
 };
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
