@@ -26,8 +26,9 @@
 // them to -inf (P = 0); their K and V rows are zeros. A negative scale is folded into Q's
 // sign bits, so the max is taken before scaling.
 //
-// The previous kernel (64 query rows per block, 16 per warp, double-buffered padded tiles)
-// stays as flash_qkv_kernel_v1 for A/B measurement: PARLEY_FLASH_V1=1 selects it.
+// The kernel before it (64 query rows per block, 16 per warp, double-buffered padded tiles,
+// K fragments by scalar loads) took 69.6 us a call at L 1500, 20 heads (encoder 6.58-6.60 ms
+// a turbo window against 5.81-5.85 with this one, bench/RESULTS.md).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16): with g = lane / 4 and t = lane % 4,
 //   A: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)   [row, col]
@@ -36,7 +37,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -51,7 +51,6 @@ constexpr int kD = 64;   // head size
 constexpr int kBK = 64;  // keys per tile
 static_assert(kBK == kD, "K and transposed V tiles share one shape");
 
-// flash_qkv_kernel
 constexpr int kWarpsFlash = 4;
 constexpr int kRowsPerWarp = 32;                 // two m16 tiles
 constexpr int kBQ = kWarpsFlash * kRowsPerWarp;  // query rows per block
@@ -59,11 +58,6 @@ constexpr int kThreadsFlash = kWarpsFlash * 32;
 constexpr int kStages = 3;
 constexpr int kTileElems = kBK * kD;  // one swizzled [key][d] tile
 static_assert(2 * kStages * kTileElems * 2 <= 48 * 1024, "static shared memory");
-
-// flash_qkv_kernel_v1
-constexpr int kBQV1 = 64;  // query rows per block (16 per warp)
-constexpr int kThreadsV1 = kBQV1 / 16 * 32;
-constexpr int kLdV1 = 72;  // shared-memory row pitch in elements: conflict-free fragment loads
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1, __half) {
@@ -335,151 +329,6 @@ __global__ void __launch_bounds__(kThreadsFlash)
   }
 }
 
-// The previous kernel, kept for A/B measurement (PARLEY_FLASH_V1=1).
-template <typename T>
-__global__ void __launch_bounds__(kThreadsV1)
-    flash_qkv_kernel_v1(const T* qkv, T* out, int64_t len, int heads, float scale_log2) {
-  __shared__ __align__(16) T k_s[2][kBK * kLdV1];  // [stage][key][d]
-  __shared__ __align__(16) T v_s[2][kBK * kLdV1];  // [stage][key][d]
-  const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int64_t q0 = int64_t(blockIdx.x) * kBQV1;
-  const int h = int(blockIdx.y);
-  const int64_t b = blockIdx.z;
-  const int64_t hd = int64_t(heads) * kD, row_stride = 3 * hd;
-  const T* base = qkv + b * len * row_stride + int64_t(h) * kD;
-
-  // This lane's rows of Q as A fragments, for the 4 k-steps of 16 over D.
-  const int64_t row0 = q0 + warp * 16 + g, row1 = row0 + 8;
-  const bool ok0 = row0 < len, ok1 = row1 < len;
-  uint32_t qa[kD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const int c = kk * 16 + 2 * t;
-    qa[kk][0] = ok0 ? ld32(base + row0 * row_stride + c) : 0u;
-    qa[kk][1] = ok1 ? ld32(base + row1 * row_stride + c) : 0u;
-    qa[kk][2] = ok0 ? ld32(base + row0 * row_stride + c + 8) : 0u;
-    qa[kk][3] = ok1 ? ld32(base + row1 * row_stride + c + 8) : 0u;
-  }
-
-  float o[kD / 8][4];
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-  // K and V tiles of 64 keys, double-buffered: tile i + 1 streams in (cp.async) while
-  // the warps compute on tile i.
-  auto load_tile = [&](int stage, int64_t k0) {
-    for (int i = tid; i < kBK * (kD / 8); i += kThreadsV1) {
-      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-      const bool valid = k0 + r < len;
-      const T* row = base + (valid ? (k0 + r) * row_stride : 0);
-      cp_async16(k_s[stage] + r * kLdV1 + c, row + hd + c, valid);
-      cp_async16(v_s[stage] + r * kLdV1 + c, row + 2 * hd + c, valid);
-    }
-    cp_async_commit();
-  };
-  const int64_t tiles = (len + kBK - 1) / kBK;
-  load_tile(0, 0);
-  for (int64_t tile = 0; tile < tiles; ++tile) {
-    const int64_t k0 = tile * kBK;
-    const int stage = int(tile & 1);
-    if (tile + 1 < tiles) {
-      load_tile(stage ^ 1, k0 + kBK);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile `tile` is in shared memory for every warp
-    const T* k_tile = k_s[stage];
-    const T* v_tile = v_s[stage];
-
-    float s[kBK / 8][4];
-#pragma unroll
-    for (int j = 0; j < kBK / 8; ++j) {
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const T* krow = k_tile + (j * 8 + g) * kLdV1 + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)
-        mma16816(s[j], qa[kk], ld32(krow + kk * 16), ld32(krow + kk * 16 + 8), T{});
-    }
-
-    const int64_t valid = len - k0;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kBK / 8; ++j) {
-      const int key = j * 8 + 2 * t;
-      const bool v0 = key < valid, v1 = key + 1 < valid;
-      s[j][0] = v0 ? s[j][0] * scale_log2 : -INFINITY;
-      s[j][1] = v1 ? s[j][1] * scale_log2 : -INFINITY;
-      s[j][2] = v0 ? s[j][2] * scale_log2 : -INFINITY;
-      s[j][3] = v1 ? s[j][3] * scale_log2 : -INFINITY;
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // finite: a tile has a valid key
-    const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1);  // 0 on the first tile
-    m0 = mn0;
-    m1 = mn1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kBK / 8; ++j) {
-      s[j][0] = exp2f(s[j][0] - mn0);
-      s[j][1] = exp2f(s[j][1] - mn0);
-      s[j][2] = exp2f(s[j][2] - mn1);
-      s[j][3] = exp2f(s[j][3] - mn1);
-      sum0 += s[j][0] + s[j][1];
-      sum1 += s[j][2] + s[j][3];
-    }
-    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
-    sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
-    sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-    l0 = l0 * a0 + sum0;
-    l1 = l1 * a1 + sum1;
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) {
-      o[j][0] *= a0;
-      o[j][1] *= a0;
-      o[j][2] *= a1;
-      o[j][3] *= a1;
-    }
-
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      const uint32_t pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}),
-                              pack2(s[2 * kk][2], s[2 * kk][3], T{}),
-                              pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
-                              pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
-#pragma unroll
-      for (int j = 0; j < kD / 8; j += 2) {
-        // matrices: keys +0..7 / +8..15 of this k-step, d tiles j and j + 1
-        const int mi = lane >> 3, key = kk * 16 + (mi & 1) * 8 + (lane & 7);
-        uint32_t bv[4];
-        ldmatrix_x4_trans(bv, v_tile + key * kLdV1 + (j + (mi >> 1)) * 8);
-        mma16816(o[j], pa, bv[0], bv[1], T{});
-        mma16816(o[j + 1], pa, bv[2], bv[3], T{});
-      }
-    }
-    __syncthreads();  // every warp is done with this stage before it is refilled
-  }
-
-  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-  T* out0 = out + (b * len + row0) * hd + int64_t(h) * kD + 2 * t;
-  T* out1 = out0 + 8 * hd;
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j) {
-    if (ok0)
-      *reinterpret_cast<uint32_t*>(out0 + j * 8) = pack2(o[j][0] * inv0, o[j][1] * inv0, T{});
-    if (ok1)
-      *reinterpret_cast<uint32_t*>(out1 + j * 8) = pack2(o[j][2] * inv1, o[j][3] * inv1, T{});
-  }
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -500,12 +349,7 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
   // |scale log2e| at least FLT_MIN keeps the kernel's masked -inf times scale at -inf.
   const float scale_log2 =
       std::copysign(std::fmax(std::fabs(scale * 1.4426950408889634f), FLT_MIN), scale);
-  static const bool use_v1 = [] {
-    const char* v = std::getenv("PARLEY_FLASH_V1");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  const int64_t rows_per_block = use_v1 ? kBQV1 : kBQ;
-  const int64_t blocks = (len + rows_per_block - 1) / rows_per_block;
+  const int64_t blocks = (len + kBQ - 1) / kBQ;
   if (!(blocks <= int64_t(0x7fffffff)))
     throw Error(ErrorKind::unsupported,
                 "[attention_qkv] L = " + std::to_string(len) + " exceeds the CUDA grid");
@@ -513,12 +357,8 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
       const dim3 grid{unsigned(blocks), unsigned(n_head), unsigned(batch)};
-      if (use_v1)
-        flash_qkv_kernel_v1<T><<<grid, kThreadsV1, 0, stream()>>>(qkv.data<T>(), out.data<T>(), len,
-                                                                  n_head, scale_log2);
-      else
-        flash_qkv_kernel<T><<<grid, kThreadsFlash, 0, stream()>>>(qkv.data<T>(), out.data<T>(), len,
-                                                                  n_head, scale_log2);
+      flash_qkv_kernel<T><<<grid, kThreadsFlash, 0, stream()>>>(qkv.data<T>(), out.data<T>(), len,
+                                                                n_head, scale_log2);
     } else {
       throw Error(ErrorKind::internal, "[attention_qkv] no fused f32 kernel");
     }
