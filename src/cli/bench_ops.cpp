@@ -32,7 +32,7 @@ struct BenchOptions {
 };
 
 struct GemmShape {
-  const char* name;
+  std::string name;
   int64_t m, n, k;
 };
 
@@ -85,6 +85,27 @@ double gemm_ms(const GemmShape& s, DType dtype, Device device, const BenchOption
   return time_ms(device, opt.min_seconds, [&] { matmul(a, w, c, mo); });
 }
 
+// A decoder step's GEMM: few rows against a weight read from DRAM, as in a step, where the
+// ~300 MB of weights stream through a 50 MB L2. Each sample runs the GEMM over enough
+// copies of the weight (>= 256 MB) that none is still cached when its turn comes again, back
+// to back as a step's kernels run; the time a GEMM is the sample over the copies.
+double step_gemm_ms(const GemmShape& s, DType dtype, Device device, const BenchOptions& opt,
+                    std::mt19937& rng) {
+  const int64_t bytes = s.n * s.k * int64_t(dtype_size(dtype));
+  const int64_t copies = std::max<int64_t>(1, (int64_t(256) << 20) / bytes);
+  std::vector<Tensor> ws;
+  for (int64_t i = 0; i < copies; ++i) ws.push_back(random_tensor({s.n, s.k}, dtype, device, rng));
+  Tensor a = random_tensor({s.m, s.k}, dtype, device, rng);
+  Tensor c = Tensor::empty({s.m, s.n}, dtype, device);
+  MatmulOptions mo;
+  mo.trans_b = true;
+  return time_ms(device, opt.min_seconds,
+                 [&] {
+                   for (const Tensor& w : ws) matmul(a, w, c, mo);
+                 }) /
+         double(copies);
+}
+
 double attention_ms(const AttnShape& s, DType dtype, Device device, const BenchOptions& opt,
                     std::mt19937& rng) {
   Tensor q = random_tensor({1, s.heads, s.lq, s.d}, dtype, device, rng);
@@ -121,6 +142,13 @@ void bench_device(Device device, const BenchOptions& opt) {
       {"dec_large_step_self", 20, 1, 448, 64, true},
       {"dec_large_step_cross", 20, 1, 1500, 64, false},
   };
+  // A decoder step's GEMMs at 1-8 rows (greedy, beams, batched sequences), weights from DRAM.
+  std::vector<GemmShape> step_shapes;
+  if (device == Device::cuda && !opt.quick)
+    for (int64_t rows : {1, 2, 3, 4, 5, 8}) {
+      step_shapes.push_back({"dec_large_out_rows" + std::to_string(rows), rows, 1280, 1280});
+      step_shapes.push_back({"dec_large_mlp_up_rows" + std::to_string(rows), rows, 5120, 1280});
+    }
   if (opt.quick) {
     shapes = {shapes[0], shapes[3]};
     peak_sizes = {device == Device::cuda ? int64_t(4096) : int64_t(512)};
@@ -159,6 +187,20 @@ void bench_device(Device device, const BenchOptions& opt) {
             {"tflops", tflops},
             {"measured_peak_tflops", peak},
             {"fraction_of_peak", tflops / peak}});
+    }
+    for (const auto& s : step_shapes) {
+      if (dtype == DType::f32) continue;  // the fast path's dtypes
+      const double ms = step_gemm_ms(s, dtype, device, opt, rng);
+      const double bytes = double(s.n * s.k) * double(dtype_size(dtype));
+      emit({{"bench", "gemm_step"},
+            {"shape", s.name},
+            {"device", dev},
+            {"dtype", dt},
+            {"m", s.m},
+            {"n", s.n},
+            {"k", s.k},
+            {"ms", ms},
+            {"weight_tb_per_s", bytes / (ms * 1e-3) / 1e12}});
     }
     for (const auto& s : attn) {
       const double ms = attention_ms(s, dtype, device, opt, rng);

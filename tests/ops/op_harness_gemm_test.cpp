@@ -101,6 +101,11 @@ TEST_P(Matmul, Plain2D) {
 TEST_P(Matmul, TransB) {
   run({.m = 37, .n = 53, .k = 29, .trans_b = true});
   run({.m = 1, .n = 384, .k = 64, .trans_b = true});  // one decode row
+  // Beam and batched decode rows: CUDA's tensor-core few-row kernel (M >= 4), with a partial
+  // last column group (N % 8) and a K slice that is not whole warp steps (K / 8 = 9).
+  run({.m = 4, .n = 1280, .k = 1280, .trans_b = true, .beta = 1.0f, .bias = true});
+  run({.m = 8, .n = 1003, .k = 384, .trans_b = true, .c_f32 = true});
+  run({.m = 6, .n = 77, .k = 72, .trans_b = true, .alpha = 0.5f, .bias = true});
 }
 
 TEST_P(Matmul, Bias) {

@@ -10,17 +10,36 @@
 // multiple of 8 and a and w are 16-byte aligned (so every row is); anything else returns
 // false and stays on cuBLAS (f32, the parity oracle, always does).
 //
-// Memory plan: each warp owns kCols adjacent columns (rows of w) and one slice of K (a
-// block's warps split K into `parts` slices so a short N still puts enough warps in
-// flight). Lane l reads the 16-byte vectors l, l + 32, l + 64, ... of its slice of those rows
-// (8 halves each, coalesced: a warp reads 512 contiguous bytes per row and step), kUnroll
-// vectors per row in flight before any FMA, bypassing L1 (w is read once). a is tiny (at
-// most 8 x 5120 halves) and read directly from global through L1, where every warp of the
-// SM finds it; each a vector serves the kCols columns. M x kCols f32 accumulators per lane,
-// a butterfly warp reduction, the slices' sums added in shared memory, then one thread per
-// (row m, column j) applies alpha, bias and beta * c; c's element is read and written by that
-// one thread, so c may be the residual stream updated in place (beta = 1). No allocation or
-// sync: safe under CUDA graph capture.
+// Two kernels, by M. Below kMmaMinRows rows (greedy steps) gemv_kernel's FMAs; from it on
+// (beam steps, batched sequences) gemv_mma_kernel's tensor cores, whose time does not grow
+// with M. On the H200 (`parley bench ops`, gemm_step, weights from DRAM, f16), per GEMM:
+//   1280 x 1280:  FMA 4.0 / 4.4 / 4.7 / 5.0 / 5.6 / 7.8 us at M = 1 / 2 / 3 / 4 / 5 / 8,
+//                 mma 5.2 / 5.2 / 5.2 / 5.1 / 5.1 / 5.3
+//   5120 x 1280:  FMA 8.4 / 9.2 / 9.5 / 10.0 / 11.2 / 15.0, mma 8.5 / 8.7 / 8.8 / 8.9 / 9.0 / 8.9
+// The weights are loaded with an L2 evict-first policy: a step reads each once, and the
+// step's other data (the cross-attention K/V, the KV caches, the activations) then stays in
+// L2 from one step to the next (PARLEY_GEMV_EVICT=0 loads them as any other data).
+//
+// gemv_kernel's memory plan: each warp owns kCols adjacent columns (rows of w) and one slice of K
+// (a block's warps split K into `parts` slices so a short N still puts enough warps in flight).
+// Lane l reads the 16-byte vectors l, l + 32, l + 64, ... of its slice of those rows (8 halves
+// each, coalesced: a warp reads 512 contiguous bytes per row and step), kUnroll vectors per row in
+// flight before any FMA, bypassing L1 (w is read once). a is tiny (at most 8 x 5120 halves) and
+// read directly from global through L1, where every warp of the SM finds it; each a vector serves
+// the kCols columns. M x kCols f32 accumulators per lane, a butterfly warp reduction, the slices'
+// sums added in shared memory, then one thread per (row m, column j) applies alpha, bias and beta *
+// c; c's element is read and written by that one thread, so c may be the residual stream updated in
+// place (beta = 1). No allocation or sync: safe under CUDA graph capture.
+//
+// gemv_mma_kernel: mma.sync m16n8k16 with a's rows as the A operand (rows 0-7; 8-15 are
+// zero) and 8 columns of w (8 rows of w) as B. Lane (g = lane / 4, t = lane % 4) holds B
+// elements of column g and A elements of row g at the same four k slots, and since a dot
+// product does not care in which order k is visited, each lane's slots are simply the 8
+// halves of one 16-byte vector it loads: vector v of w's row col0 + g and of a's row g feed
+// two mmas (halves 0-3 the first, 4-7 the second; PTX ISA fragment layouts: a0 (g, 2t..2t+1),
+// a2 (g, 2t+8..2t+9); b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)). A warp owns 8 columns and
+// one slice of K; a step of it covers 4 vectors per column (t = 0..3), kMmaUnroll steps in
+// flight. The FMA kernel issues ~M x 20 instructions per 16 bytes of w, the mma kernel 4.
 //
 // Each launch is a programmatic dependent of the kernel before it (common.cuh): the block
 // requests its first pass of weights, which no kernel writes, then waits for the inputs. A
@@ -29,6 +48,7 @@
 #include <cstdint>
 
 #include "engine/cuda/common.cuh"
+#include "engine/env.h"
 
 namespace parley::cuda {
 
@@ -41,13 +61,36 @@ constexpr int kMaxRows = 8;  // the largest M taken
 constexpr int kVec = 8;      // halves per 16-byte vector
 
 // A 16-byte load of data read once: no L1 allocation, through the non-coherent path (w is
-// not written during the kernel).
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+// not written during the kernel), with an L2 cache policy (stream_policy).
+__device__ __forceinline__ uint4 load_stream(const uint4* p, uint64_t policy) {
   uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
+               : "l"(p), "l"(policy));
   return r;
+}
+
+// The L2 policy of the weight loads: evict first (the default), or normal.
+__device__ __forceinline__ uint64_t stream_policy(bool evict_first) {
+  uint64_t p;
+  if (evict_first)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// Output (m, col) of the sum s: alpha, bias, GELU and beta * c, rounded into c. One thread
+// per element reads and writes it, so c may be the residual stream updated in place.
+template <typename TC>
+__device__ __forceinline__ void write_output(float s, TC* c, int64_t n, int m, int64_t col,
+                                             float alpha, float beta, ParamRef bias, bool gelu) {
+  float r = alpha * s;
+  if (bias.ptr) r += load_param(bias, col);
+  if (gelu) r = gelu_erf(r);  // the caller guarantees beta == 0
+  TC* out = c + int64_t(m) * n + col;
+  if (beta != 0.0f) r += beta * dev_to_f32(*out);
+  *out = dev_from_f32<TC>(r);
 }
 
 template <typename T>
@@ -65,8 +108,9 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
 template <typename T, typename TC, int M>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
-                int parts, float alpha, float beta, ParamRef bias, bool gelu) {
+                int parts, float alpha, float beta, ParamRef bias, bool gelu, bool evict_first) {
   __shared__ float partial[kWarps][M][kCols];
+  const uint64_t policy = stream_policy(evict_first);
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int groups = kWarps / parts;
   const int group = warp % groups, part = warp / groups;
@@ -96,7 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int v = base + u * 32;
 #pragma unroll
       for (int j = 0; j < kCols; ++j)
-        wbuf[u][j] = v < v_end ? load_stream(wv[j] + v) : make_uint4(0, 0, 0, 0);
+        wbuf[u][j] = v < v_end ? load_stream(wv[j] + v, policy) : make_uint4(0, 0, 0, 0);
     }
   };
   // The first pass's weights (for Whisper's shapes, all of this lane's) are requested before
@@ -142,40 +186,136 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (col >= n) return;
   float s = 0.0f;
   for (int p = 0; p < parts; ++p) s += partial[p * groups + g][m][j];
-  float r = alpha * s;
-  if (bias.ptr) r += load_param(bias, col);
-  if (gelu) r = gelu_erf(r);  // the caller guarantees beta == 0
-  TC* out = c + int64_t(m) * n + col;
-  if (beta != 0.0f) r += beta * dev_to_f32(*out);
-  *out = dev_from_f32<TC>(r);
+  write_output(s, c, n, m, col, alpha, beta, bias, gelu);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
 
+// gemv_mma_kernel (the header): 8 columns a warp, 4 vectors a column per step.
+constexpr int kMmaMinRows = 4;  // M from which it is taken
+constexpr int kMmaCols = 8;
+constexpr int kMmaUnroll = 10;
+constexpr int kMmaStep = 4;
+
+__device__ __forceinline__ void mma_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
+                                          uint32_t b1, __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
+                                          uint32_t b1, __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__host__ __device__ inline int mma_slice_vecs(int kvecs, int parts) {
+  return ((kvecs + parts - 1) / parts + kMmaStep - 1) / kMmaStep * kMmaStep;
+}
+
+template <typename T, typename TC, int M>
+__global__ void __launch_bounds__(kWarps * 32, 3)
+    gemv_mma_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
+                    int parts, float alpha, float beta, ParamRef bias, bool gelu,
+                    bool evict_first) {
+  __shared__ float partial[kWarps][M][kMmaCols];
+  const uint64_t policy = stream_policy(evict_first);
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  const int g = lane >> 2, t = lane & 3;
+  const int groups = kWarps / parts;
+  const int group = warp % groups, part = warp / groups;
+  const int64_t col0 = (int64_t(blockIdx.x) * groups + group) * kMmaCols;
+  const int per_part = mma_slice_vecs(kvecs, parts);
+  const int v_begin = part * per_part;
+  const int v_end = v_begin + per_part < kvecs ? v_begin + per_part : kvecs;
+  const int64_t col = col0 + g < n ? col0 + g : n - 1;
+  const uint4* wrow = reinterpret_cast<const uint4*>(w) + col * kvecs;
+  uint4 wbuf[kMmaUnroll];
+  const auto load_w = [&](int base) {
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int v = base + u * kMmaStep + t;
+      wbuf[u] = v < v_end ? load_stream(wrow + v, policy) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_w(v_begin);
+  wait_for_inputs();
+  allow_dependents();
+  const uint4* arow = reinterpret_cast<const uint4*>(a) + int64_t(g < M ? g : 0) * kvecs;
+  float acc0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int base = v_begin; base < v_end; base += kMmaStep * kMmaUnroll) {
+    if (base != v_begin) load_w(base);
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      if (base + u * kMmaStep >= v_end) break;  // the same for the whole warp
+      const int v = base + u * kMmaStep + t;
+      const uint4 av = g < M && v < v_end ? __ldg(arow + v) : make_uint4(0, 0, 0, 0);
+      mma_rows8(acc0, av.x, av.y, wbuf[u].x, wbuf[u].y, T{});
+      mma_rows8(acc1, av.z, av.w, wbuf[u].z, wbuf[u].w, T{});
+    }
+  }
+  if (g < M) {
+    partial[warp][g][2 * t] = acc0[0] + acc1[0];
+    partial[warp][g][2 * t + 1] = acc0[1] + acc1[1];
+  }
+  __syncthreads();
+  for (int o = int(threadIdx.x); o < groups * M * kMmaCols; o += kWarps * 32) {
+    const int gi = o / (M * kMmaCols), m = (o / kMmaCols) % M, j = o % kMmaCols;
+    const int64_t out_col = (int64_t(blockIdx.x) * groups + gi) * kMmaCols + j;
+    if (out_col >= n) continue;
+    float s = 0.0f;
+    for (int p = 0; p < parts; ++p) s += partial[p * groups + gi][m][j];
+    write_output(s, c, n, m, out_col, alpha, beta, bias, gelu);
+  }
+}
+
 // K slices per block: the fewest that keep every SM busy (at least one block each) with a
-// lane's slice of a row in one pass (at most kUnroll vectors). Fewer slices mean more
-// loads in flight per thread and fewer partial sums; a decoder step's GEMMs are latency
-// bound, so bytes in flight are what sets their speed (H200: turbo's fc1, 5120 x 1280,
-// took 11.9 us in 2 slices, bench/RESULTS.md). Short rows fall back to the most slices.
-int parts_for(int kvecs, int64_t n) {
+// lane's slice of a column in one pass (at most max_steps loads, lane_steps(parts)). Fewer
+// slices mean more loads in flight per thread and fewer partial sums; a decoder step's GEMMs
+// are latency bound, so bytes in flight are what sets their speed (H200: turbo's fc1, 5120 x
+// 1280, took 11.9 us in 2 slices, bench/RESULTS.md). Short rows fall back to the most slices.
+template <typename Steps>
+int parts_for(int64_t n, int cols_per_warp, int max_steps, Steps lane_steps) {
   for (int parts = 1; parts < kWarps; parts *= 2) {
-    const int64_t cols_per_block = int64_t(kWarps / parts) * kCols;
+    const int64_t cols_per_block = int64_t(kWarps / parts) * cols_per_warp;
     const int64_t blocks = (n + cols_per_block - 1) / cols_per_block;
-    const int lane_vecs = ((kvecs + parts - 1) / parts + 31) / 32;
-    if (lane_vecs <= kUnroll && blocks >= sm_count()) return parts;
+    if (lane_steps(parts) <= max_steps && blocks >= sm_count()) return parts;
   }
   return kWarps;
+}
+
+// PARLEY_GEMV_EVICT=0 loads the weights with L2's normal policy (to compare).
+bool evict_first() {
+  static const bool on = env_switch_on("PARLEY_GEMV_EVICT");
+  return on;
 }
 
 // A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
 // of the kernel before.
 template <typename T, typename TC, int M>
 void launch(const GemmArgs& g, ParamRef bias, bool gelu) {
-  const int kvecs = int(g.k / kVec), parts = parts_for(kvecs, g.n);
-  const int64_t cols_per_block = int64_t(kWarps / parts) * kCols;
+  constexpr bool kMma = M >= kMmaMinRows;
+  const int kvecs = int(g.k / kVec);
+  const int cols = kMma ? kMmaCols : kCols;
+  const int parts =
+      kMma ? parts_for(g.n, kMmaCols, kMmaUnroll,
+                       [&](int p) { return mma_slice_vecs(kvecs, p) / kMmaStep; })
+           : parts_for(g.n, kCols, kUnroll, [&](int p) { return ((kvecs + p - 1) / p + 31) / 32; });
+  const int64_t cols_per_block = int64_t(kWarps / parts) * cols;
   const unsigned blocks = unsigned((g.n + cols_per_block - 1) / cols_per_block);
-  launch_dependent(gemv_kernel<T, TC, M>, dim3(blocks), dim3(kWarps * 32), 0,
-                   static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
-                   g.n, kvecs, parts, g.alpha, g.beta, bias, gelu);
+  const auto kernel = [] {
+    if constexpr (kMma)
+      return gemv_mma_kernel<T, TC, M>;
+    else
+      return gemv_kernel<T, TC, M>;
+  }();
+  launch_dependent(kernel, dim3(blocks), dim3(kWarps * 32), 0, static_cast<const T*>(g.a),
+                   static_cast<const T*>(g.b), static_cast<TC*>(g.c), g.n, kvecs, parts, g.alpha,
+                   g.beta, bias, gelu, evict_first());
 }
 
 template <typename T, typename TC>
