@@ -119,6 +119,13 @@ double attention_ms(const AttnShape& s, DType dtype, Device device, const BenchO
 
 void emit(const nlohmann::json& j) { std::cout << j.dump() << std::endl; }
 
+// The fields every GEMM row has.
+nlohmann::json gemm_row(const char* bench, const GemmShape& s, const std::string& device,
+                        const std::string& dtype, double ms) {
+  return {{"bench", bench}, {"shape", s.name}, {"device", device}, {"dtype", dtype},
+          {"m", s.m},       {"n", s.n},        {"k", s.k},         {"ms", ms}};
+}
+
 void bench_device(Device device, const BenchOptions& opt) {
   std::mt19937 rng(1234);
   const std::string dev(device_name(device));
@@ -176,31 +183,19 @@ void bench_device(Device device, const BenchOptions& opt) {
     for (const auto& s : shapes) {
       const double ms = gemm_ms(s, dtype, device, opt, rng);
       const double tflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / (ms * 1e-3) / 1e12;
-      emit({{"bench", "gemm"},
-            {"shape", s.name},
-            {"device", dev},
-            {"dtype", dt},
-            {"m", s.m},
-            {"n", s.n},
-            {"k", s.k},
-            {"ms", ms},
-            {"tflops", tflops},
-            {"measured_peak_tflops", peak},
-            {"fraction_of_peak", tflops / peak}});
+      nlohmann::json row = gemm_row("gemm", s, dev, dt, ms);
+      row["tflops"] = tflops;
+      row["measured_peak_tflops"] = peak;
+      row["fraction_of_peak"] = tflops / peak;
+      emit(row);
     }
     for (const auto& s : step_shapes) {
       if (dtype == DType::f32) continue;  // the fast path's dtypes
       const double ms = step_gemm_ms(s, dtype, device, opt, rng);
       const double bytes = double(s.n * s.k) * double(dtype_size(dtype));
-      emit({{"bench", "gemm_step"},
-            {"shape", s.name},
-            {"device", dev},
-            {"dtype", dt},
-            {"m", s.m},
-            {"n", s.n},
-            {"k", s.k},
-            {"ms", ms},
-            {"weight_tb_per_s", bytes / (ms * 1e-3) / 1e12}});
+      nlohmann::json row = gemm_row("gemm_step", s, dev, dt, ms);
+      row["weight_tb_per_s"] = bytes / (ms * 1e-3) / 1e12;
+      emit(row);
     }
     for (const auto& s : attn) {
       const double ms = attention_ms(s, dtype, device, opt, rng);
