@@ -189,6 +189,32 @@ double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_
   return ms_since(t0) / steps;
 }
 
+// Milliseconds per step of `beam` rows without beam search's host work: the first step's
+// rule rows kept, each row fed its own pick, no reorder_rows. What is left of a beam step is
+// the device's step and its round trip (upload, graph replay, the choices read back);
+// forced_beam_ms_per_step minus this is the host's rules and the reorder's copies.
+double rows_step_ms(WhisperSession& session, const std::vector<int32_t>& prefix, int beam,
+                    int steps, DeviceChoice* choice) {
+  session.reset();
+  session.decode(prefix);
+  std::vector<int32_t> tokens(static_cast<size_t>(beam), prefix.back()), rules;
+  std::vector<std::vector<int32_t>> seqs(size_t(beam), prefix);
+  const bool chosen = choice && step_rules(choice->filters, seqs, rules);
+  session.fork(beam);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    if (chosen) {
+      const int k = beam + 1;
+      const auto& c = session.decode_choose(tokens, choice->always, rules, k);
+      for (int r = 0; r < beam; ++r) tokens[size_t(r)] = c.ids[size_t(r * k)];
+    } else {
+      const Tensor logits = session.decode_rows(tokens);
+      for (int r = 0; r < beam; ++r) tokens[size_t(r)] = raw_argmax(logits, r);
+    }
+  }
+  return ms_since(t0) / steps;
+}
+
 void run_bench_whisper(const BenchWhisperOptions& opt) {
   check_arg(opt.runs >= 1, "[bench] --runs must be >= 1");
   check_arg(opt.decode_tokens >= 1, "[bench] --decode-tokens must be >= 1");
@@ -322,6 +348,16 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
           {"ms_per_beam_token", step_ms / beam},
           {"decode_steps", opt.decode_tokens},
           {"reorder", "source {0..beam-2, 0} each step: one row copied"}});
+    std::vector<double> rows_only;
+    for (int i = 0; i < warmup; ++i)
+      rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get());
+    for (int i = 0; i < opt.runs; ++i)
+      rows_only.push_back(rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get()));
+    emit({{"bench", "whisper_decode_rows"},
+          {"rows", beam},
+          {"choice", choice_at},
+          {"ms_per_step", median(rows_only)},  // the beam step without host rules and reorder
+          {"decode_steps", opt.decode_tokens}});
 
     // Forced end to end at beam size `beam`: audio, mel, encoder, the prefix, fork and
     // exactly --decode-tokens beam steps.
