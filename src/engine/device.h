@@ -49,9 +49,12 @@ std::string_view device_label();  // e.g. "NVIDIA H200 (sm_90, 139 GiB)"
 // CUDA graphs: the work this thread queues on the backend's stream between begin_capture()
 // and end_capture() is recorded, not run, and launch() replays it with the same pointers
 // (a decoder step: one launch instead of a hundred). No host <-> device copy may be
-// queued while capturing.
+// queued while capturing. programmatic: the kernels launched through cuda::launch_dependent
+// are captured as programmatic dependents of the kernel before them (overlapping its tail;
+// PARLEY_PDL=0 turns that off everywhere); false captures them plain (beam search's rows
+// steps, where it measured 11-12 us a step slower, bench/RESULTS.md).
 class Graph;
-void begin_capture();
+void begin_capture(bool programmatic = true);
 std::shared_ptr<Graph> end_capture();  // instantiated, ready to launch
 void abort_capture() noexcept;         // ends a capture that failed half way, discarding it
 void launch(const Graph& graph);

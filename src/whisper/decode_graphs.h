@@ -99,9 +99,10 @@ class DecodeGraphs {
     std::vector<Tensor> outputs;  // the captured step's output buffers
   };
   // `shared` (may be null): buffers the graph copies its outputs into, made on first use.
+  // programmatic: captured with programmatic dependent launches (cuda::begin_capture).
   const std::vector<Tensor>& replay_or_capture(Entry& e,
                                                const std::function<std::vector<Tensor>()>& forward,
-                                               std::vector<Tensor>* shared);
+                                               std::vector<Tensor>* shared, bool programmatic);
   void drop_if_stale();  // every graph, when the scratch buffer moved
 
   Tensor input_;

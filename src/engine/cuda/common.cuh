@@ -175,14 +175,15 @@ __device__ __forceinline__ void wait_for_inputs() {
 #endif
 }
 
-// Whether launches may overlap their predecessor's tail (PARLEY_PDL=0 turns it off).
-bool pdl_enabled();
 // Whether stream() is capturing a graph now.
 bool capturing();
+// Whether launches now may overlap their predecessor's tail: a capture begun with
+// programmatic = true (begin_capture, device.h) is in progress, and PARLEY_PDL is not 0.
+bool programmatic_capture();
 
-// Launches kernel<<<grid, block, smem, stream()>>>(args...); while a CUDA graph is being
-// captured (a decoder step) and pdl_enabled(), as a programmatic dependent of the kernel
-// before it (cudaLaunchKernelEx with programmatic stream serialization, which the graph
+// Launches kernel<<<grid, block, smem, stream()>>>(args...); while programmatic_capture()
+// (a greedy decoder step being captured into a graph), as a programmatic dependent of the
+// kernel before it (cudaLaunchKernelEx with programmatic stream serialization, which the graph
 // keeps as a programmatic edge). Eager launches stay plain: a beam step launched from the
 // host measured 0.67 -> 0.73 ms with the attribute (bench/RESULTS.md).
 template <typename... Params, typename... Args>
@@ -197,7 +198,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() && capturing() ? 1 : 0;
+  cfg.numAttrs = programmatic_capture() ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
 }
 

@@ -155,9 +155,12 @@ bool capturing() {
   return status != cudaStreamCaptureStatusNone;
 }
 
-bool pdl_enabled() {
+// Whether the capture in progress takes programmatic dependents (begin_capture).
+std::atomic<bool> g_capture_programmatic{false};
+
+bool programmatic_capture() {
   static const bool on = env_switch_on("PARLEY_PDL");
-  return on;
+  return on && g_capture_programmatic.load(std::memory_order_relaxed) && capturing();
 }
 
 // --- graphs ------------------------------------------------------------------------------
@@ -174,13 +177,15 @@ class Graph {
   cudaGraphExec_t exec_;
 };
 
-void begin_capture() {
+void begin_capture(bool programmatic) {
   check_cuda(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed),
              "cudaStreamBeginCapture");
+  g_capture_programmatic = programmatic;
 }
 
 std::shared_ptr<Graph> end_capture() {
   cudaGraph_t graph = nullptr;
+  g_capture_programmatic = false;
   check_cuda(cudaStreamEndCapture(stream(), &graph), "cudaStreamEndCapture");
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
@@ -191,6 +196,7 @@ std::shared_ptr<Graph> end_capture() {
 
 void abort_capture() noexcept {
   cudaGraph_t graph = nullptr;
+  g_capture_programmatic = false;
   if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
   cudaGetLastError();
 }

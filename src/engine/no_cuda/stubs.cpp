@@ -44,7 +44,7 @@ void Event::record() { no_cuda("cuda_event"); }
 void Event::wait() const { no_cuda("cuda_event"); }
 std::string_view device_label() { return "none"; }
 class Graph {};
-void begin_capture() { no_cuda("cuda_graph"); }
+void begin_capture(bool) { no_cuda("cuda_graph"); }
 std::shared_ptr<Graph> end_capture() { no_cuda("cuda_graph"); }
 void abort_capture() noexcept {}
 void launch(const Graph&) { no_cuda("cuda_graph"); }
