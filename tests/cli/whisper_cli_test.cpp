@@ -246,7 +246,7 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
     EXPECT_EQ(j.at("threads"), 2);
     by_stage[j.at("bench").get<std::string>()] = j;
   }
-  ASSERT_EQ(by_stage.size(), 9u) << r.output;
+  ASSERT_EQ(by_stage.size(), 10u) << r.output;
   EXPECT_GT(by_stage.at("whisper_load").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_mel").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_encoder").at("ms_per_window").get<double>(), 0.0);
@@ -261,6 +261,11 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
   EXPECT_GT(beam.at("ms_per_step").get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(beam.at("ms_per_beam_token").get<double>(),
                    beam.at("ms_per_step").get<double>() / 5);
+  // The same rows without beam search's host work (rules kept, no reorder).
+  const auto& rows = by_stage.at("whisper_decode_rows");
+  EXPECT_EQ(rows.at("rows"), 5);
+  EXPECT_EQ(rows.at("decode_steps"), 5);
+  EXPECT_GT(rows.at("ms_per_step").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_e2e_forced_beam").at("ms").get<double>(), 0.0);
   EXPECT_EQ(by_stage.at("whisper_e2e_forced_beam").at("decode_steps"), 5);
   const auto& e2e = by_stage.at("whisper_transcribe");
