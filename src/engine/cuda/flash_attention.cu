@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mma.cuh"
 #include "engine/ops/attention.h"
 
 namespace parley::cuda {
@@ -58,24 +59,6 @@ constexpr int kThreadsFlash = kWarpsFlash * 32;
 constexpr int kStages = 3;
 constexpr int kTileElems = kBK * kD;  // one swizzled [key][d] tile
 static_assert(2 * kStages * kTileElems * 2 <= 48 * 1024, "static shared memory");
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1, __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1, __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Two floats as one 32-bit register of 16-bit values (lo in the low half).
 __device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {

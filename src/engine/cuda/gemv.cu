@@ -48,6 +48,7 @@
 #include <cstdint>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mma.cuh"
 #include "engine/env.h"
 
 namespace parley::cuda {
@@ -196,23 +197,6 @@ constexpr int kMmaCols = 8;
 constexpr int kMmaUnroll = 10;
 constexpr int kMmaStep = 4;
 
-__device__ __forceinline__ void mma_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
-                                          uint32_t b1, __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_rows8(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
-                                          uint32_t b1, __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
-
 __host__ __device__ inline int mma_slice_vecs(int kvecs, int parts) {
   return ((kvecs + parts - 1) / parts + kMmaStep - 1) / kMmaStep * kMmaStep;
 }
@@ -254,8 +238,9 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
       if (base + u * kMmaStep >= v_end) break;  // the same for the whole warp
       const int v = base + u * kMmaStep + t;
       const uint4 av = g < M && v < v_end ? __ldg(arow + v) : make_uint4(0, 0, 0, 0);
-      mma_rows8(acc0, av.x, av.y, wbuf[u].x, wbuf[u].y, T{});
-      mma_rows8(acc1, av.z, av.w, wbuf[u].z, wbuf[u].w, T{});
+      // A's rows 8-15 (a1, a3) are zero: at most 8 rows of a.
+      mma16816(acc0, {av.x, 0u, av.y, 0u}, wbuf[u].x, wbuf[u].y, T{});
+      mma16816(acc1, {av.z, 0u, av.w, 0u}, wbuf[u].z, wbuf[u].w, T{});
     }
   }
   if (g < M) {
