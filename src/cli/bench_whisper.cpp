@@ -79,6 +79,15 @@ double median_ms(int runs, int warmup, Device device, const std::function<void()
   return median(samples);
 }
 
+// Median of `fn`'s own figure (a pass that times itself) over `runs` calls after `warmup`
+// untimed ones.
+double median_of(int runs, int warmup, const std::function<double()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) samples.push_back(fn());
+  return median(samples);
+}
+
 // Where the token choice runs on the model's device (CUDA sessions, decoding.h
 // chooses_on_device), a forced step makes it as a real greedy or beam step does:
 // decode_choose with the window's logit filters in rule form (the ids suppressed at every
@@ -142,6 +151,23 @@ double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int
   return ms_since(t0) / steps;
 }
 
+// One step of the rows: each row's pick into `best` (its best under the filters with `choice`
+// and `rules` when `chosen`, from the top beam + 1 the device returns; else the argmax of the
+// raw row on the host). `best` may be `tokens`: they are read before it is written.
+void pick_rows(WhisperSession& session, const std::vector<int32_t>& tokens,
+               const DeviceChoice* choice, const std::vector<int32_t>& rules, bool chosen,
+               std::vector<int32_t>& best) {
+  const int beam = int(tokens.size());
+  if (chosen) {
+    const int k = beam + 1;
+    const auto& c = session.decode_choose(tokens, choice->always, rules, k);
+    for (int r = 0; r < beam; ++r) best[size_t(r)] = c.ids[size_t(r * k)];
+  } else {
+    const Tensor logits = session.decode_rows(tokens);  // [beam, n_vocab] on the CPU
+    for (int r = 0; r < beam; ++r) best[size_t(r)] = raw_argmax(logits, r);
+  }
+}
+
 // Milliseconds per beam step over `steps` steps of `beam` rows after the sot sequence (the
 // prefill and fork are not counted). A step is what beam search does per token: one
 // decoder pass of every row, each row's pick of its next token (its best under the filters
@@ -171,14 +197,7 @@ double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_
     if (choice)
       for (int r = 0; r < beam; ++r) seqs[size_t(r)].push_back(tokens[size_t(r)]);
     const bool chosen = choice && step_rules(choice->filters, seqs, rules);
-    if (chosen) {
-      const int k = beam + 1;
-      const auto& c = session.decode_choose(tokens, choice->always, rules, k);
-      for (int r = 0; r < beam; ++r) best[size_t(r)] = c.ids[size_t(r * k)];
-    } else {
-      const Tensor logits = session.decode_rows(tokens);  // [beam, n_vocab] on the CPU
-      for (int r = 0; r < beam; ++r) best[size_t(r)] = raw_argmax(logits, r);
-    }
+    pick_rows(session, tokens, choice, rules, chosen, best);
     session.reorder_rows(source);
     for (int r = 0; r < beam; ++r) {
       tokens[size_t(r)] = best[size_t(source[size_t(r)])];
@@ -202,16 +221,7 @@ double rows_step_ms(WhisperSession& session, const std::vector<int32_t>& prefix,
   const bool chosen = choice && step_rules(choice->filters, seqs, rules);
   session.fork(beam);
   const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) {
-    if (chosen) {
-      const int k = beam + 1;
-      const auto& c = session.decode_choose(tokens, choice->always, rules, k);
-      for (int r = 0; r < beam; ++r) tokens[size_t(r)] = c.ids[size_t(r * k)];
-    } else {
-      const Tensor logits = session.decode_rows(tokens);
-      for (int r = 0; r < beam; ++r) tokens[size_t(r)] = raw_argmax(logits, r);
-    }
-  }
+  for (int i = 0; i < steps; ++i) pick_rows(session, tokens, choice, rules, chosen, tokens);
   return ms_since(t0) / steps;
 }
 
@@ -284,13 +294,9 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
             "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +
                 " does not fit the decoder's " + std::to_string(model->config().n_text_ctx) +
                 " positions");
-  std::vector<double> per_token;
-  for (int i = 0; i < warmup; ++i)
-    forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get());
-  for (int i = 0; i < opt.runs; ++i)
-    per_token.push_back(
-        forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get()));
-  const double tok_ms = median(per_token);
+  const double tok_ms = median_of(opt.runs, warmup, [&] {
+    return forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get());
+  });
   const std::string choice_at = choice ? "device" : "host";
   emit({{"bench", "whisper_decode"},
         {"ms_per_token", tok_ms},
@@ -334,13 +340,9 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
 
   // Beam rows last: the rows above stand whatever happens in them.
   if (const int beam = opt.beam_size; beam > 1) {
-    std::vector<double> per_step;
-    for (int i = 0; i < warmup; ++i)
-      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get());
-    for (int i = 0; i < opt.runs; ++i)
-      per_step.push_back(
-          forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get()));
-    const double step_ms = median(per_step);
+    const double step_ms = median_of(opt.runs, warmup, [&] {
+      return forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get());
+    });
     emit({{"bench", "whisper_decode_beam"},
           {"beam", beam},
           {"choice", choice_at},
@@ -348,15 +350,13 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
           {"ms_per_beam_token", step_ms / beam},
           {"decode_steps", opt.decode_tokens},
           {"reorder", "source {0..beam-2, 0} each step: one row copied"}});
-    std::vector<double> rows_only;
-    for (int i = 0; i < warmup; ++i)
-      rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get());
-    for (int i = 0; i < opt.runs; ++i)
-      rows_only.push_back(rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get()));
+    const double rows_ms = median_of(opt.runs, warmup, [&] {
+      return rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get());
+    });
     emit({{"bench", "whisper_decode_rows"},
           {"rows", beam},
           {"choice", choice_at},
-          {"ms_per_step", median(rows_only)},  // the beam step without host rules and reorder
+          {"ms_per_step", rows_ms},  // the beam step without host rules and reorder
           {"decode_steps", opt.decode_tokens}});
 
     // Forced end to end at beam size `beam`: audio, mel, encoder, the prefix, fork and
