@@ -45,6 +45,8 @@ const std::string kData = PARLEY_TEST_DATA;
 
 #define REQUIRE_CUDA() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+#define REQUIRE_TINY_EN() \
+  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir
 
 // tiny.en's <|startoftranscript|><|notimestamps|>, and the first tokens of its jfk transcript
 // (the steps the graph tests force).
@@ -171,7 +173,7 @@ void check_against_cpu(const std::string& dir, const Tensor& mel,
 
 TEST(WhisperCuda, TinyEnJfkMatchesCpu) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   constexpr int32_t kSot = 50257, kNoTimestamps = 50362, kEot = 50256;
   check_against_cpu(kModelDir, jfk_window(80), {kSot, kNoTimestamps}, kEot, 40, false);
 }
@@ -204,6 +206,20 @@ std::unique_ptr<WhisperSession> session_without_graphs(
   return session;
 }
 
+// tiny.en in f16 on CUDA with two sessions: `graphed` replays decoder-step graphs, `eager`
+// runs every step eagerly (the reference).
+struct GraphSessions {
+  std::shared_ptr<const WhisperModel> model;
+  std::unique_ptr<WhisperSession> eager, graphed;
+};
+GraphSessions graph_sessions() {
+  GraphSessions s;
+  s.model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  s.eager = session_without_graphs(s.model);
+  s.graphed = std::make_unique<WhisperSession>(s.model);
+  return s;
+}
+
 // A second window's mel: `mel` rescaled (other audio features, same offsets).
 Tensor second_window(const Tensor& mel) {
   Tensor out = Tensor::empty(mel.shape(), DType::f32);
@@ -217,12 +233,10 @@ Tensor second_window(const Tensor& mel) {
 // graphs (PARLEY_CUDA_GRAPHS=0), step by step, after a reset and after a new window.
 TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  REQUIRE_TINY_EN();
+  const GraphSessions sessions = graph_sessions();
+  WhisperSession &eager = *sessions.eager, &graphed = *sessions.graphed;
   const Tensor mel = jfk_window(80);
-  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
-  WhisperSession& eager = *eager_session;
-  WhisperSession graphed(model);
   const std::vector<int32_t>& prefix = kJfkPrefix;
   const std::vector<int32_t>& forced = kJfkForced;
   auto run = [&](WhisperSession& s) {
@@ -255,12 +269,10 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
 // would read another row's keys from then on).
 TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
+  REQUIRE_TINY_EN();
+  const GraphSessions sessions = graph_sessions();
+  WhisperSession &eager = *sessions.eager, &graphed = *sessions.graphed;
   const Tensor mel = jfk_window(80);
-  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
-  WhisperSession& eager = *eager_session;
-  WhisperSession graphed(model);
   eager.encode(mel);
   graphed.encode(mel);
   const std::vector<int32_t>& prefix = kJfkPrefix;
@@ -316,14 +328,12 @@ TEST(WhisperCuda, RowsGraphReplayFollowsReorders) {
 // second (other audio, so other reorders) replays.
 TEST(WhisperCuda, BeamGraphsDecodeAsWithoutGraphs) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
-  const auto model = WhisperModel::load(kModelDir, {Device::cuda, DType::f16});
-  const WhisperTokenizer tok = load_tokenizer(*model);
+  REQUIRE_TINY_EN();
+  const GraphSessions sessions = graph_sessions();
+  WhisperSession &eager = *sessions.eager, &graphed = *sessions.graphed;
+  const WhisperTokenizer tok = load_tokenizer(*sessions.model);
   const Tensor mel = jfk_window(80);
   const Tensor mel2 = second_window(mel);
-  const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
-  WhisperSession& eager = *eager_session;
-  WhisperSession graphed(model);
   std::vector<DecodingOptions> cases(2);
   cases[0].beam_size = 5;
   cases[1].temperature = 0.5f;
@@ -359,7 +369,7 @@ double share_beyond_f16(const Tensor& t) {
 // the same sequences.
 TEST(WhisperCuda, F16RowsAndAlignmentLogitsMatchCpu) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   const Tensor mel = jfk_window(80);
   WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f16}));
   WhisperSession cpu(WhisperModel::load(kModelDir));
@@ -391,7 +401,7 @@ TEST(WhisperCuda, F16RowsAndAlignmentLogitsMatchCpu) {
 // The encoder output itself, f32 on both sides.
 TEST(WhisperCuda, EncoderF32MatchesCpu) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   const Tensor mel = jfk_window(80);
   WhisperSession cpu(WhisperModel::load(kModelDir));
   WhisperSession gpu(WhisperModel::load(kModelDir, {Device::cuda, DType::f32}));
@@ -406,7 +416,7 @@ TEST(WhisperCuda, EncoderF32MatchesCpu) {
 // kissfft's. jfk.wav three times (33 s) needs a second window, cut at a seek > 0.
 TEST(WhisperCuda, TranscribeWithGpuMelMatchesCpu) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   const auto cpu_model = WhisperModel::load(kModelDir);
   const auto gpu_model = WhisperModel::load(kModelDir, {Device::cuda, DType::f32});
   const WhisperTokenizer tok = load_tokenizer(*cpu_model);
@@ -444,7 +454,7 @@ namespace {
 // segments and tokens; in f16 the same text on these clean clips.
 TEST(WhisperCuda, TranscribeBatchMatchesCpuPerFile) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   const auto cpu_model = WhisperModel::load(kModelDir);
   const WhisperTokenizer tok = load_tokenizer(*cpu_model);
   std::vector<std::vector<float>> samples;
@@ -500,7 +510,7 @@ class ChainSwitch : public SessionLogitsSource {
 // of steps, and replayed with the other grammar state.
 TEST(WhisperCuda, GreedyPipelineMatchesStepByStep) {
   REQUIRE_CUDA();
-  if (!fs::exists(fs::path(kModelDir) / "model.bin")) GTEST_SKIP() << "no model at " << kModelDir;
+  REQUIRE_TINY_EN();
   const Tensor mel = jfk_window(80);
   Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
   for (int64_t i = 0; i < mel.numel(); ++i)
