@@ -381,7 +381,8 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   check_row_length(v, kOp);
   if (!(rows <= kMaskedMaxRows))
     throw Error(ErrorKind::unsupported, std::string("[") + kOp + "] " + std::to_string(rows) +
-                                            " rows exceed the kernel's grid (65535 rows)");
+                                            " rows exceed the kernel's grid (" +
+                                            std::to_string(kMaskedMaxRows) + " rows)");
   const int64_t segments = (v + kMaskedSegment - 1) / kMaskedSegment;
   const int64_t n_cand = rows * segments * 2 * k;
   Scratch scratch(size_t(rows * segments) * sizeof(LseStats) +
