@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/mel_device.h"
 #include "engine/error.h"
 #include "engine/ops/spectral.h"
 #include "engine/threadpool.h"
@@ -154,7 +155,9 @@ Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames) {
       mel.ndim() == 2 && mel.dtype() == DType::f32,
       "[mel] pad_or_trim_frames expects an f32 [n_mels, n_frames] tensor, got " + mel.describe());
   check_arg(frames >= 0, "[mel] frames must be non-negative");
-  Tensor out = Tensor::empty({mel.dim(0), frames}, DType::f32, mel.device());
+  Tensor out = mel.device() == Device::cpu
+                   ? Tensor::empty({mel.dim(0), frames}, DType::f32)
+                   : mel_pool(mel.device()).alloc({mel.dim(0), frames}, DType::f32);
   copy_columns(mel, 0, std::min(mel.dim(1), frames), out);
   return out;
 }

@@ -33,7 +33,7 @@ Tensor log_mel_spectrogram(std::span<const float> samples, int n_mels, int64_t p
 
 // Copies `mel` f32 [n_mels, n] to [n_mels, frames] on mel's device: trims the last
 // dimension or pads it with zeros (the reference's pad_or_trim(mel, N_FRAMES) in the
-// log-mel domain).
+// log-mel domain). A device result comes from mel_pool (mel_device.h).
 Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames = kChunkFrames);
 
 }  // namespace parley

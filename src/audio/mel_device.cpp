@@ -59,6 +59,17 @@ std::shared_ptr<const MelConstants> constants(Device device, int n_mels) {
 
 }  // namespace
 
+// One per device, never destroyed (as above). Pool is thread-safe, and all device work is
+// ordered on one stream, so a block that one call released may serve the next call's kernels.
+Pool& mel_pool(Device device) {
+  static std::mutex mu;
+  static auto* pools = new std::map<Device, Pool*>;
+  std::lock_guard lock(mu);
+  Pool*& p = (*pools)[device];
+  if (!p) p = new Pool(device);
+  return *p;
+}
+
 Tensor log_mel_spectrogram_on(Device device, std::span<const float> samples, int n_mels,
                               int64_t padding_samples, const DeviceMelOptions& opt) {
   check_arg(n_mels >= 1, "[mel] n_mels must be positive, got " + std::to_string(n_mels));
@@ -68,9 +79,8 @@ Tensor log_mel_spectrogram_on(Device device, std::span<const float> samples, int
             "[mel] the pool is on " +
                 std::string(device_name(opt.pool ? opt.pool->device() : device)) + ", the mel on " +
                 std::string(device_name(device)));
-  auto alloc = [&](const Shape& shape) {
-    return opt.pool ? opt.pool->alloc(shape, DType::f32) : Tensor::empty(shape, DType::f32, device);
-  };
+  Pool& pool = opt.pool ? *opt.pool : mel_pool(device);
+  auto alloc = [&](const Shape& shape) { return pool.alloc(shape, DType::f32); };
   const int64_t n_audio = int64_t(samples.size());
   const int64_t len = n_audio + padding_samples;
   const int64_t n_frames = len / kHopLength;  // the reference drops torch.stft's last frame

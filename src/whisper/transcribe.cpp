@@ -19,9 +19,11 @@ namespace parley {
 namespace {
 
 // mel[:, seek : seek + frames] zero-padded to 3000 frames: pad_or_trim in the log-mel domain,
-// on the mel's device.
+// on the mel's device (from the mel pool there: no cudaMalloc / cudaFree per window).
 Tensor mel_window(const Tensor& mel, int64_t seek, int64_t frames) {
-  Tensor out = Tensor::empty({mel.dim(0), kChunkFrames}, DType::f32, mel.device());
+  Tensor out = mel.device() == Device::cpu
+                   ? Tensor::empty({mel.dim(0), kChunkFrames}, DType::f32)
+                   : mel_pool(mel.device()).alloc({mel.dim(0), kChunkFrames}, DType::f32);
   copy_columns(mel, seek, frames, out);
   return out;
 }
