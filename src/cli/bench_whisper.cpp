@@ -294,6 +294,14 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
             "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +
                 " does not fit the decoder's " + std::to_string(model->config().n_text_ctx) +
                 " positions");
+  // The pass over that prefix as each window's decode begins: its last row's logits, on
+  // the host (the e2e figure below includes it once).
+  const int64_t last_prefix_row = int64_t(prefix.size()) - 1;
+  const double prefix_ms = median_ms(opt.runs, warmup, dev, [&] {
+    session.reset();
+    session.decode(prefix, std::span<const int64_t>(&last_prefix_row, 1));
+  });
+  emit({{"bench", "whisper_prefix"}, {"ms", prefix_ms}, {"tokens", int(prefix.size())}});
   const double tok_ms = median_of(opt.runs, warmup, [&] {
     return forced_decode_ms_per_token(session, prefix, opt.decode_tokens, choice.get());
   });

@@ -246,12 +246,15 @@ TEST(WhisperCli, BenchWhisperPrintsEveryStage) {
     EXPECT_EQ(j.at("threads"), 2);
     by_stage[j.at("bench").get<std::string>()] = j;
   }
-  ASSERT_EQ(by_stage.size(), 10u) << r.output;
+  ASSERT_EQ(by_stage.size(), 11u) << r.output;
   EXPECT_GT(by_stage.at("whisper_load").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_mel").at("ms").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_encoder").at("ms_per_window").get<double>(), 0.0);
   EXPECT_GT(by_stage.at("whisper_decode").at("ms_per_token").get<double>(), 0.0);
   EXPECT_EQ(by_stage.at("whisper_decode").at("decode_tokens"), 5);
+  // The sot prefix's own pass (tiny.en is English-only: <|startoftranscript|> alone).
+  EXPECT_GT(by_stage.at("whisper_prefix").at("ms").get<double>(), 0.0);
+  EXPECT_EQ(by_stage.at("whisper_prefix").at("tokens"), 1);
   EXPECT_GT(by_stage.at("whisper_e2e_forced").at("ms").get<double>(), 0.0);
   EXPECT_EQ(by_stage.at("whisper_e2e_forced").at("decode_tokens"), 5);
   // Beam rows at the default beam size 5: a step decodes all 5 rows.
