@@ -42,7 +42,11 @@
 // flight. The FMA kernel issues ~M x 20 instructions per 16 bytes of w, the mma kernel 4.
 //
 // Each launch is a programmatic dependent of the kernel before it (common.cuh): the block
-// requests its first pass of weights, which no kernel writes, then waits for the inputs. A
+// requests its first pass of weights, which no kernel writes, and the bias of the outputs it
+// will write, then waits for the inputs, and right after requests c's old values (beta != 0):
+// the epilogue finds its inputs in registers instead of making two more dependent trips to
+// memory after the reduction (with the same for the norms' gamma and beta, a greedy turbo
+// step went from 0.278 to 0.246 ms on the H200, bench/RESULTS.md). A
 // decoder step's GEMMs are ~2-13 MB each, a few microseconds of streaming, so the launch gap
 // and the first DRAM round trip were a large part of every one (bench/RESULTS.md).
 #include <cstdint>
@@ -81,17 +85,34 @@ __device__ __forceinline__ uint64_t stream_policy(bool evict_first) {
   return p;
 }
 
-// Output (m, col) of the sum s: alpha, bias, GELU and beta * c, rounded into c. One thread
-// per element reads and writes it, so c may be the residual stream updated in place.
+// The epilogue's inputs of output (m, col), read ahead of the product by the thread that
+// writes it: the bias (a weight: before the wait for the kernel before) and c's old value
+// when beta != 0 (just after the wait, so its latency hides behind the weight stream instead
+// of following the reduction). One thread per element reads and writes c, so c may be the
+// residual stream updated in place. Past the last column nothing is read.
+// Both loads always set their field (0 without a bias or with beta == 0): the tensor-core
+// kernel keeps these in shared memory, which nothing initializes.
+struct OutputIn {
+  float bias, old;
+};
+__device__ __forceinline__ void load_bias(OutputIn& o, ParamRef bias, int64_t col, int64_t n) {
+  o.bias = bias.ptr && col < n ? load_param(bias, col) : 0.0f;
+}
+template <typename TC>
+__device__ __forceinline__ void load_old(OutputIn& o, const TC* c, int64_t n, int m, int64_t col,
+                                         float beta) {
+  o.old = beta != 0.0f && col < n ? dev_to_f32(c[int64_t(m) * n + col]) : 0.0f;
+}
+
+// Output (m, col) of the sum s: alpha, bias, GELU and beta * c, rounded into c.
 template <typename TC>
 __device__ __forceinline__ void write_output(float s, TC* c, int64_t n, int m, int64_t col,
-                                             float alpha, float beta, ParamRef bias, bool gelu) {
-  float r = alpha * s;
-  if (bias.ptr) r += load_param(bias, col);
+                                             float alpha, float beta, const OutputIn& in,
+                                             bool gelu) {
+  float r = alpha * s + in.bias;
   if (gelu) r = gelu_erf(r);  // the caller guarantees beta == 0
-  TC* out = c + int64_t(m) * n + col;
-  if (beta != 0.0f) r += beta * dev_to_f32(*out);
-  *out = dev_from_f32<TC>(r);
+  if (beta != 0.0f) r += beta * in.old;
+  c[int64_t(m) * n + col] = dev_from_f32<TC>(r);
 }
 
 template <typename T>
@@ -115,6 +136,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int groups = kWarps / parts;
   const int group = warp % groups, part = warp / groups;
+  // Thread t < groups * M * kCols finishes output (group og, row om, column oj) at the end.
+  const int t = int(threadIdx.x);
+  const bool writer = t < groups * M * kCols;
+  const int og = t / (M * kCols), om = (t / kCols) % M, oj = t % kCols;
+  const int64_t out_col = (int64_t(blockIdx.x) * groups + og) * kCols + oj;
+  OutputIn in{0.0f, 0.0f};
+  if (writer) load_bias(in, bias, out_col, n);
   const int64_t col0 = (int64_t(blockIdx.x) * groups + group) * kCols;
   const int per_part = (kvecs + parts - 1) / parts;
   const int v_begin = part * per_part;
@@ -150,6 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   load_w(first);
   wait_for_inputs();
   allow_dependents();
+  if (writer) load_old(in, c, n, om, out_col, beta);
   for (int base = first; base < v_end; base += 32 * kUnroll) {
     if (base != first) load_w(base);
 #pragma unroll
@@ -179,15 +208,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (lane == 0) partial[warp][m][j] = s;
     }
   __syncthreads();
-  // Thread t < groups * M * kCols finishes output (group, m, j): the parts' sum in order.
-  const int t = int(threadIdx.x);
-  if (t >= groups * M * kCols) return;
-  const int g = t / (M * kCols), m = (t / kCols) % M, j = t % kCols;
-  const int64_t col = (int64_t(blockIdx.x) * groups + g) * kCols + j;
-  if (col >= n) return;
+  // The parts' sum in order.
+  if (!writer || out_col >= n) return;
   float s = 0.0f;
-  for (int p = 0; p < parts; ++p) s += partial[p * groups + g][m][j];
-  write_output(s, c, n, m, col, alpha, beta, bias, gelu);
+  for (int p = 0; p < parts; ++p) s += partial[p * groups + og][om][oj];
+  write_output(s, c, n, om, out_col, alpha, beta, in, gelu);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
 
@@ -218,6 +243,29 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   const int v_end = v_begin + per_part < kvecs ? v_begin + per_part : kvecs;
   const int64_t col = col0 + g < n ? col0 + g : n - 1;
   const uint4* wrow = reinterpret_cast<const uint4*>(w) + col * kvecs;
+  // Output o = threadIdx.x + u * blocksize, u < kOuts, is (group, row, column) at the end.
+  constexpr int kOuts = (kWarps * M * kMmaCols + kWarps * 32 - 1) / (kWarps * 32);
+  const int n_out = groups * M * kMmaCols;
+  const auto out_at = [&](int o, int& m, int64_t& oc) {
+    const int gi = o / (M * kMmaCols), j = o % kMmaCols;
+    m = (o / kMmaCols) % M;
+    oc = (int64_t(blockIdx.x) * groups + gi) * kMmaCols + j;
+  };
+  // In shared memory, each thread its own slots: registers are what bounds this kernel.
+  __shared__ OutputIn in[kOuts][kWarps * 32];
+  const auto load_outputs = [&](bool bias_too, bool old_too) {
+#pragma unroll
+    for (int u = 0; u < kOuts; ++u) {
+      const int o = int(threadIdx.x) + u * kWarps * 32;
+      if (o >= n_out) break;
+      int m;
+      int64_t oc;
+      out_at(o, m, oc);
+      if (bias_too) load_bias(in[u][threadIdx.x], bias, oc, n);
+      if (old_too) load_old(in[u][threadIdx.x], c, n, m, oc, beta);
+    }
+  };
+  load_outputs(true, false);
   uint4 wbuf[kMmaUnroll];
   const auto load_w = [&](int base) {
 #pragma unroll
@@ -229,6 +277,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   load_w(v_begin);
   wait_for_inputs();
   allow_dependents();
+  load_outputs(false, true);
   const uint4* arow = reinterpret_cast<const uint4*>(a) + int64_t(g < M ? g : 0) * kvecs;
   float acc0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int base = v_begin; base < v_end; base += kMmaStep * kMmaUnroll) {
@@ -248,13 +297,18 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     partial[warp][g][2 * t + 1] = acc0[1] + acc1[1];
   }
   __syncthreads();
-  for (int o = int(threadIdx.x); o < groups * M * kMmaCols; o += kWarps * 32) {
-    const int gi = o / (M * kMmaCols), m = (o / kMmaCols) % M, j = o % kMmaCols;
-    const int64_t out_col = (int64_t(blockIdx.x) * groups + gi) * kMmaCols + j;
+#pragma unroll
+  for (int u = 0; u < kOuts; ++u) {
+    const int o = int(threadIdx.x) + u * kWarps * 32;
+    if (o >= n_out) break;
+    int m;
+    int64_t out_col;
+    out_at(o, m, out_col);
     if (out_col >= n) continue;
+    const int gi = o / (M * kMmaCols), j = o % kMmaCols;
     float s = 0.0f;
     for (int p = 0; p < parts; ++p) s += partial[p * groups + gi][m][j];
-    write_output(s, c, n, m, out_col, alpha, beta, bias, gelu);
+    write_output(s, c, n, m, out_col, alpha, beta, in[u][threadIdx.x], gelu);
   }
 }
 
