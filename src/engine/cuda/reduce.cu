@@ -139,86 +139,137 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 
 // masked_topk in one launch, so a row of 51866 logits is read by ~26 blocks at once:
 // block (segment, row) puts the segment's x' (mask and ranges applied) into shared memory,
-// takes the running max and sum of exp of its part before and after the split (one pass,
-// online) and the top k candidates of each part; the last of a row's blocks to finish
+// takes the max of its part before and after the split and the sum of exp(x' - max) of each,
+// and the top k candidates of each part; the last of a row's blocks to finish
 // (last_to_finish, common.cuh: a counter per row instead of a second launch) merges them:
 // the segments' maxima and sums give logsumexp of both sides, so the split rule and
 // logsumexp(x'), then the top k of the candidates (head ones at -inf when the rule drops the
 // head) with their log-probabilities.
+// The kernel is a chain of short dependent steps on 26 SMs (ncu on the H200: ~9 cycles per
+// issued instruction, under 1% of memory throughput), so every reduction carries both parts
+// at once and the sums of exp are independent terms after one max, not an online logsumexp
+// with an exp per element in one dependency chain.
 constexpr int kMaskedThreads = 256;
 constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
+constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
+static_assert(kMaskedSegment % kMaskedThreads == 0, "whole passes of the block");
 
 struct LseStats {
   float head_max, head_sum, tail_max, tail_sum;
 };
 
-// (m, s) is a sum of exp(x - m) over the values seen; these add one value or another pair.
-__device__ __forceinline__ void lse_add(float& m, float& s, float v) {
-  if (v == -INFINITY) return;
-  if (v > m) {
-    s = s * expf(m - v) + 1.0f;  // m = -inf: expf(-inf) = 0
-    m = v;
-  } else {
-    s += expf(v - m);
+// (a, b) reduced over the block by op, both at once (one pair of barriers), to every thread.
+template <typename Op>
+__device__ float2 block_reduce_pair(float a, float b, Op op) {
+  __shared__ float2 part[32];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    a = op(a, __shfl_xor_sync(0xffffffffu, a, offset));
+    b = op(b, __shfl_xor_sync(0xffffffffu, b, offset));
   }
+  __syncthreads();  // an earlier call's readers are done with `part`
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = make_float2(a, b);
+  __syncthreads();
+  float2 r = part[0];
+  for (int w = 1; w < int(blockDim.x >> 5); ++w) {
+    r.x = op(r.x, part[w].x);
+    r.y = op(r.y, part[w].y);
+  }
+  return r;
 }
 
-__device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
-  if (m2 == -INFINITY) return;
-  if (m == -INFINITY) {
-    m = m2;
-    s = s2;
-  } else if (m2 > m) {
-    s = s * expf(m - m2) + s2;
-    m = m2;
-  } else {
-    s += s2 * expf(m2 - m);
-  }
-}
-
-// The block's (m, s), the same in every thread (warps, then the warps' pairs in order).
-__device__ void block_lse(float& m, float& s) {
-  __shared__ float ms[32], ss[32];
-  for (int offset = 16; offset > 0; offset >>= 1)
-    lse_merge(m, s, __shfl_xor_sync(0xffffffffu, m, offset),
-              __shfl_xor_sync(0xffffffffu, s, offset));
-  __syncthreads();  // an earlier call's readers are done
-  if ((threadIdx.x & 31) == 0) {
-    ms[threadIdx.x >> 5] = m;
-    ss[threadIdx.x >> 5] = s;
+// The first candidate of the block of each of a and b, to every thread.
+__device__ void block_first_pair(Cand& a, Cand& b) {
+  __shared__ Cand part[32][2];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    a = first_of(a, Cand{__shfl_xor_sync(0xffffffffu, a.v, offset),
+                         __shfl_xor_sync(0xffffffffu, a.i, offset)});
+    b = first_of(b, Cand{__shfl_xor_sync(0xffffffffu, b.v, offset),
+                         __shfl_xor_sync(0xffffffffu, b.i, offset)});
   }
   __syncthreads();
-  m = ms[0];
-  s = ss[0];
-  for (int w = 1; w < int(blockDim.x >> 5); ++w) lse_merge(m, s, ms[w], ss[w]);
+  if ((threadIdx.x & 31) == 0) {
+    part[threadIdx.x >> 5][0] = a;
+    part[threadIdx.x >> 5][1] = b;
+  }
+  __syncthreads();
+  a = part[0][0];
+  b = part[0][1];
+  for (int w = 1; w < int(blockDim.x >> 5); ++w) {
+    a = first_of(a, part[w][0]);
+    b = first_of(b, part[w][1]);
+  }
+}
+
+// select_top of two candidate sets at once (a round's two reductions share their barriers):
+// the top k of load_a(j), j < n_a, to emit_a, and of load_b(j), j < n_b, to emit_b.
+template <typename LoadA, typename EmitA, typename LoadB, typename EmitB>
+__device__ void select_top_pair(int k, int32_t n_a, LoadA load_a, EmitA emit_a, int32_t n_b,
+                                LoadB load_b, EmitB emit_b) {
+  Cand prev_a{0.0f, -1}, prev_b{0.0f, -1};
+  const int32_t n = n_a > n_b ? n_a : n_b;
+  for (int r = 0; r < k; ++r) {
+    // A set that ran out keeps emitting i = -1 (as select_top).
+    const bool more_a = r == 0 || prev_a.i >= 0, more_b = r == 0 || prev_b.i >= 0;
+    Cand best_a{0.0f, -1}, best_b{0.0f, -1};
+    for (int32_t j = int32_t(threadIdx.x); j < n; j += int32_t(blockDim.x)) {
+      if (more_a && j < n_a) {
+        const Cand c = load_a(j);
+        if ((r == 0 || ranks_before(prev_a, c)) && ranks_before(c, best_a)) best_a = c;
+      }
+      if (more_b && j < n_b) {
+        const Cand c = load_b(j);
+        if ((r == 0 || ranks_before(prev_b, c)) && ranks_before(c, best_b)) best_b = c;
+      }
+    }
+    block_first_pair(best_a, best_b);
+    if (more_a) prev_a = best_a;
+    if (more_b) prev_b = best_b;
+    if (threadIdx.x == 0) {
+      emit_a(r, prev_a);
+      emit_b(r, prev_b);
+    }
+  }
 }
 
 __device__ __forceinline__ int32_t split_of(const int32_t* rule, int32_t v) {
   return rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
 }
 
-// The merge of row `row` by the row's last segment block (every thread calls it; blockDim.x
-// == kMaskedThreads, as the merge kernel it replaces had, so the sums come out bit for bit the
-// same). stats and candidates come from other blocks: read through L2 (__ldcg).
+// A sum of exp(x - m) rescaled to the max `to` (0 when it holds no value).
+__device__ __forceinline__ float rescaled(float m, float s, float to) {
+  return m == -INFINITY ? 0.0f : s * expf(m - to);
+}
+
+// The merge of row `row` by the row's last segment block (every thread calls it). stats and
+// candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
+// kMaskedSegment floats and ints of shared memory, free by now.
 __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, int k,
                                       const LseStats* stats, const float* cand_v,
-                                      const int32_t* cand_i, float* logprobs, int32_t* indices) {
+                                      const int32_t* cand_i, float* logprobs, int32_t* indices,
+                                      float* cand_s, int32_t* idx_s) {
   constexpr float kNegInf = -INFINITY;
+  // Each thread's segments (one at most for rows up to 256 segments), then the block's.
   float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
   for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
     const LseStats* st = stats + row * segments + i;
-    lse_merge(hm, hs, __ldcg(&st->head_max), __ldcg(&st->head_sum));
-    lse_merge(tm, ts, __ldcg(&st->tail_max), __ldcg(&st->tail_sum));
+    const float m2h = __ldcg(&st->head_max), s2h = __ldcg(&st->head_sum);
+    const float m2t = __ldcg(&st->tail_max), s2t = __ldcg(&st->tail_sum);
+    const float nh = MaxOp{}(hm, m2h), nt = MaxOp{}(tm, m2t);
+    hs = rescaled(hm, hs, nh) + rescaled(m2h, s2h, nh);
+    ts = rescaled(tm, ts, nt) + rescaled(m2t, s2t, nt);
+    hm = nh;
+    tm = nt;
   }
-  block_lse(hm, hs);
-  block_lse(tm, ts);
-  const float tail_lse = tm > kNegInf ? tm + logf(ts) : kNegInf;
-  const bool drop_head = split > 0 && tail_lse > hm;
-  const float head_lse = !drop_head && hm > kNegInf ? hm + logf(hs) : kNegInf;
+  const float2 mx = block_reduce_pair(hm, tm, MaxOp{});
+  const float2 sum = block_reduce_pair(rescaled(hm, hs, mx.x), rescaled(tm, ts, mx.y), SumOp{});
+  const float tail_lse = mx.y > kNegInf ? mx.y + logf(sum.y) : kNegInf;
+  const bool drop_head = split > 0 && tail_lse > mx.x;
+  const float head_lse = !drop_head && mx.x > kNegInf ? mx.x + logf(sum.x) : kNegInf;
   const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
   const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
 
   const int64_t base = row * segments * 2 * k;
+  const int32_t n_cand = int32_t(segments * 2 * k);
   auto load = [&](int32_t j) {
     const int32_t i = __ldcg(cand_i + base + j);
     if (i < 0) return Cand{0.0f, -1};
@@ -229,44 +280,86 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
     indices[out + r] = c.i;
     logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
   };
-  select_top(int32_t(segments * 2 * k), k, load, emit);
+  if (n_cand > kMaskedSegment) {  // k rounds over L2
+    select_top(n_cand, k, load, emit);
+    return;
+  }
+  // The candidates read once into shared memory, so the k rounds of a beam's choice make one
+  // trip to L2 instead of k.
+  for (int32_t j = int32_t(threadIdx.x); j < n_cand; j += int32_t(blockDim.x)) {
+    const Cand c = load(j);
+    cand_s[j] = c.v;
+    idx_s[j] = c.i;
+  }
+  __syncthreads();
+  select_top(
+      n_cand, k,
+      [&](int32_t j) {
+        return Cand{cand_s[j], idx_s[j]};
+      },
+      emit);
 }
 
-// Block (segment, row); counters [rows], zero between launches.
+// Block (segment, row) of kMaskedThreads threads; counters [rows], zero between launches.
 __global__ void __launch_bounds__(kMaskedThreads)
     masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
                        int width, int k, LseStats* stats, float* cand_v, int32_t* cand_i,
                        int* counters, float* logprobs, int32_t* indices) {
   constexpr float kNegInf = -INFINITY;
   __shared__ float seg[kMaskedSegment];
+  __shared__ int32_t seg_i[kMaskedSegment];  // the merge's candidate indices
   __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
   wait_for_inputs();
   allow_dependents();
   const int64_t row = blockIdx.y;
-  for (int j = int(threadIdx.x); j < width; j += int(blockDim.x)) rule[j] = rules[row * width + j];
-  __syncthreads();
   const int32_t begin = int32_t(blockIdx.x) * kMaskedSegment;
   const int32_t n = v - begin < kMaskedSegment ? v - begin : kMaskedSegment;
+  const float* src = x + row * v;
+  // The thread's logits and mask bytes, requested at once with the rule row.
+  float f[kMaskedPerThread];
+  bool masked[kMaskedPerThread];
+#pragma unroll
+  for (int u = 0; u < kMaskedPerThread; ++u) {
+    const int32_t j = int32_t(threadIdx.x) + u * kMaskedThreads;
+    f[u] = j < n ? src[begin + j] : kNegInf;
+    masked[u] = mask && j < n && mask[begin + j];
+  }
+  for (int j = int(threadIdx.x); j < width; j += int(blockDim.x)) rule[j] = rules[row * width + j];
+  __syncthreads();
   const int32_t split = split_of(rule, v);
   const int n_ranges = (width - 1) / 2;
-  const float* src = x + row * v;
-  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
-  for (int32_t j = int32_t(threadIdx.x); j < n; j += int32_t(blockDim.x)) {
+  float hm = kNegInf, tm = kNegInf;
+#pragma unroll
+  for (int u = 0; u < kMaskedPerThread; ++u) {
+    const int32_t j = int32_t(threadIdx.x) + u * kMaskedThreads;
     const int32_t g = begin + j;
-    bool off = mask && mask[g];
+    bool off = masked[u];
     for (int r = 0; r < n_ranges && !off; ++r) off = g >= rule[1 + 2 * r] && g < rule[2 + 2 * r];
-    const float f = off ? kNegInf : src[g];
-    seg[j] = f;
-    if (g < split)
-      lse_add(hm, hs, f);
-    else
-      lse_add(tm, ts, f);
+    if (off) f[u] = kNegInf;
+    if (j < n) {
+      seg[j] = f[u];
+      if (g < split)
+        hm = MaxOp{}(hm, f[u]);
+      else
+        tm = MaxOp{}(tm, f[u]);
+    }
   }
-  block_lse(hm, hs);  // its barriers also publish seg
-  block_lse(tm, ts);
+  const float2 mx = block_reduce_pair(hm, tm, MaxOp{});  // its barriers also publish seg
+  float hs = 0.0f, ts = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kMaskedPerThread; ++u) {
+    const int32_t g = begin + int32_t(threadIdx.x) + u * kMaskedThreads;
+    if (f[u] == kNegInf) continue;  // also past the segment
+    if (g < split)
+      hs += expf(f[u] - mx.x);
+    else
+      ts += expf(f[u] - mx.y);
+  }
+  const float2 sum = block_reduce_pair(hs, ts, SumOp{});
   const int64_t slot = row * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) stats[slot] = LseStats{hm, hs, tm, ts};
-  // The top k of each part: [0, head_n) before the split, [head_n, n) after it.
+  if (threadIdx.x == 0) stats[slot] = LseStats{mx.x, sum.x, mx.y, sum.y};
+  // The top k of each part: [0, head_n) before the split, [head_n, n) after it; a part with
+  // no element emits i = -1 throughout.
   const int32_t head_n = split - begin < 0 ? 0 : (split - begin < n ? split - begin : n);
   const int64_t out = slot * 2 * k;
   auto emit_at = [&](int64_t base) {
@@ -275,30 +368,19 @@ __global__ void __launch_bounds__(kMaskedThreads)
       cand_i[base + r] = c.i;
     };
   };
-  auto none = [&](int64_t base) {
-    if (threadIdx.x == 0)
-      for (int r = 0; r < k; ++r) cand_i[base + r] = -1;
-  };
-  if (head_n > 0)
-    select_top(
-        head_n, k,
-        [&](int32_t j) {
-          return Cand{seg[j], begin + j};
-        },
-        emit_at(out));
-  else
-    none(out);
-  if (head_n < n)
-    select_top(
-        n - head_n, k,
-        [&](int32_t j) {
-          return Cand{seg[head_n + j], begin + head_n + j};
-        },
-        emit_at(out + k));
-  else
-    none(out + k);
+  select_top_pair(
+      k, head_n,
+      [&](int32_t j) {
+        return Cand{seg[j], begin + j};
+      },
+      emit_at(out), n - head_n,
+      [&](int32_t j) {
+        return Cand{seg[head_n + j], begin + head_n + j};
+      },
+      emit_at(out + k));
   if (!last_to_finish(counters + row, int(gridDim.x))) return;
-  masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices);
+  masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices,
+                        seg, seg_i);
 }
 
 constexpr int64_t kMaskedMaxRows = 65535;  // grid y
