@@ -611,6 +611,17 @@ TEST_P(AttentionTokens, CrossAttention) {
   run({2, 3, 12, 4, 70, 71, 37, 1, 41, 3, 40, 2, false});
 }
 
+// Several rows that see the same keys (no causal mask; CUDA cuts their keys into chunks of
+// 128): 11 rows over 1500 keys, one chunk (no merge) with a batch of 2, a batch_index shared
+// by the rows of a batch, D 32, and K/V requested before the wait.
+TEST_P(AttentionTokens, RowsShareKeys) {
+  run({1, 6, 64, 11, 1500, 1500, 384, 0, 8 * 384, 4 * 384, 8 * 384, 5 * 384, false});
+  run({2, 4, 64, 5, 100, 120, 256, 0, 512, 0, 512, 256, false});
+  run({2, 2, 64, 9, 300, 300, 128, 0, 128, 0, 128, 0, false, {1, 1}});
+  run({1, 3, 32, 5, 700, 700, 96, 0, 192, 96, 192, 0, false, {}, true});
+  run({3, 6, 64, 2, 1500, 1500, 384, 0, 768, 0, 768, 384, false, {}, true});
+}
+
 // Beam rows in slots of a cache (batch_index): a row reads another batch of k and v, two
 // rows the same slot; decode steps (split path) and a prefill past 32 queries (CPU GEMM path).
 TEST_P(AttentionTokens, BatchIndex) {

@@ -13,10 +13,11 @@
 // Every block re-reads its head's K and V, so this is far from FlashAttention speed.
 //
 // Few query rows (a decoder step: B * H * Lq <= kSplitMaxRows) take the split-key path
-// instead (flash-decoding): the keys of each (row, head) are cut into chunks of kChunk,
-// one block per chunk computes the chunk's max m, sum l = sum exp(s - m) and unnormalized
-// o = sum exp(s - m) v into a scratch buffer, and the last of a (row, head)'s blocks to
-// finish merges the chunks (a counter per (row, head); no second launch):
+// instead (flash-decoding): the keys of each (row, head) are cut into chunks of kChunk (64;
+// 128 when there are several rows), one block per chunk computes the chunk's max m, sum
+// l = sum exp(s - m) and unnormalized o = sum exp(s - m) v into a scratch buffer, and the
+// last of a (row, head)'s blocks to finish merges the chunks (a counter per (row, head); no
+// second launch):
 //   M = max m_c, out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
 // That spreads a row's 1500 cross-attention keys over 24 blocks instead of one. When T is
 // 16-bit, D == Dv is 4 or 8 vectors of 16 bytes (Whisper's 64) and the tensors are 16-byte
@@ -143,8 +144,13 @@ __global__ void __launch_bounds__(kThreadsAttn)
   }
 }
 
-constexpr int kChunk = 64;          // keys per block on the split path ...
-constexpr int kChunkShort = 128;    // ... or one chunk of up to this many: no merge launch
+// Keys per block on the split path: kChunk for one query row, kChunkShort for several (and
+// for a single chunk, which needs no merge). Several rows fill the GPU with blocks already:
+// on the H200 a beam step's 5-row cross-attention (1500 keys) took 20 us a layer in 2400
+// blocks of 64 keys against 15-16 in 1200 of 128, while one row's 24 x 20 blocks of 64
+// were 3 us a step faster than 12 x 20 of 128 (bench/RESULTS.md).
+constexpr int kChunk = 64;
+constexpr int kChunkShort = 128;
 constexpr int kThreadsSplit = 128;  // 4 warps
 constexpr int64_t kSplitMaxRows = 4096;
 
@@ -158,7 +164,7 @@ struct SplitOut {
   void* out;
   int* counters;  // [rows * H], zero between launches: chunks finished per (row, head)
   int64_t chunks;
-  int chunk;  // keys per chunk: kChunk, or kChunkShort when chunks == 1
+  int chunk;  // keys per chunk: kChunk, or kChunkShort (several rows, or chunks == 1)
 };
 
 // Merges the chunks of (row r = b * Lq + i, head h) into out[b, h, i, :] (every thread of
@@ -561,7 +567,7 @@ void launch_attention(const void* q, const void* k, const void* v, Tensor& out, 
   const int64_t rows = batch * lq;
   if (rows * heads <= kSplitMaxRows && heads <= 65535) {
     SplitOut so{};
-    so.chunk = lk <= kChunkShort ? kChunkShort : kChunk;
+    so.chunk = lk <= kChunkShort || rows > 1 ? kChunkShort : kChunk;
     so.chunks = (lk + so.chunk - 1) / so.chunk;
     so.out = out.raw();
     if (so.chunks == 0) {  // no keys at all: every row is zeros
