@@ -243,29 +243,27 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   const int v_end = v_begin + per_part < kvecs ? v_begin + per_part : kvecs;
   const int64_t col = col0 + g < n ? col0 + g : n - 1;
   const uint4* wrow = reinterpret_cast<const uint4*>(w) + col * kvecs;
-  // Output o = threadIdx.x + u * blocksize, u < kOuts, is (group, row, column) at the end.
+  // The thread's outputs o = threadIdx.x + u * blocksize, u < kOuts: fn(u, group, row, column
+  // in the group, column of c) for each, with the column maybe past n.
   constexpr int kOuts = (kWarps * M * kMmaCols + kWarps * 32 - 1) / (kWarps * 32);
   const int n_out = groups * M * kMmaCols;
-  const auto out_at = [&](int o, int& m, int64_t& oc) {
-    const int gi = o / (M * kMmaCols), j = o % kMmaCols;
-    m = (o / kMmaCols) % M;
-    oc = (int64_t(blockIdx.x) * groups + gi) * kMmaCols + j;
-  };
-  // In shared memory, each thread its own slots: registers are what bounds this kernel.
-  __shared__ OutputIn in[kOuts][kWarps * 32];
-  const auto load_outputs = [&](bool bias_too, bool old_too) {
+  const auto for_outputs = [&](auto fn) {
 #pragma unroll
     for (int u = 0; u < kOuts; ++u) {
       const int o = int(threadIdx.x) + u * kWarps * 32;
       if (o >= n_out) break;
-      int m;
-      int64_t oc;
-      out_at(o, m, oc);
-      if (bias_too) load_bias(in[u][threadIdx.x], bias, oc, n);
-      if (old_too) load_old(in[u][threadIdx.x], c, n, m, oc, beta);
+      const int gi = o / (M * kMmaCols), m = (o / kMmaCols) % M, j = o % kMmaCols;
+      fn(u, gi, m, j, (int64_t(blockIdx.x) * groups + gi) * kMmaCols + j);
     }
   };
-  load_outputs(true, false);
+  // In shared memory, each thread its own slots: registers are what bounds this kernel.
+  __shared__ OutputIn in[kOuts][kWarps * 32];
+  const auto load_outputs = [&](bool bias_too, bool old_too) {
+    for_outputs([&](int u, int, int m, int, int64_t oc) {
+      if (bias_too) load_bias(in[u][threadIdx.x], bias, oc, n);
+      if (old_too) load_old(in[u][threadIdx.x], c, n, m, oc, beta);
+    });
+  };
   uint4 wbuf[kMmaUnroll];
   const auto load_w = [&](int base) {
 #pragma unroll
@@ -275,6 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     }
   };
   load_w(v_begin);
+  load_outputs(true, false);  // after the weights: its shared-memory store waits for the bias
   wait_for_inputs();
   allow_dependents();
   load_outputs(false, true);
@@ -297,19 +296,12 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     partial[warp][g][2 * t + 1] = acc0[1] + acc1[1];
   }
   __syncthreads();
-#pragma unroll
-  for (int u = 0; u < kOuts; ++u) {
-    const int o = int(threadIdx.x) + u * kWarps * 32;
-    if (o >= n_out) break;
-    int m;
-    int64_t out_col;
-    out_at(o, m, out_col);
-    if (out_col >= n) continue;
-    const int gi = o / (M * kMmaCols), j = o % kMmaCols;
+  for_outputs([&](int u, int gi, int m, int j, int64_t out_col) {
+    if (out_col >= n) return;
     float s = 0.0f;
     for (int p = 0; p < parts; ++p) s += partial[p * groups + gi][m][j];
     write_output(s, c, n, m, out_col, alpha, beta, in[u][threadIdx.x], gelu);
-  }
+  });
 }
 
 // K slices per block: the fewest that keep every SM busy (at least one block each) with a
