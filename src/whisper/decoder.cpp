@@ -55,6 +55,7 @@ void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d], heads side by side
   AttentionOptions opt;
   opt.causal = true;
+  opt.static_keys = offset;  // earlier passes wrote the positions before this one's
   attention_tokens({step.reshape({1, t, 3 * d}), 0}, {all, d}, {all, 2 * d}, total, n_head, attn,
                    opt);
   linear_residual(attn.reshape({t, d}), l.self_out, x);
@@ -95,9 +96,12 @@ void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   Tensor positions = c.rows.reshape({c.rows.dim(0) * n_ctx, 3 * d});
   scatter_rows(qkv, c.cache_rows, positions);
   Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]
-  // One query per row at the last position sees every cached one: no causal limit.
+  // One query per row at the last position sees every cached one: no causal limit. The
+  // positions before it were written by fork, earlier steps and reorder_rows' copies.
+  AttentionOptions opt;
+  opt.static_keys = c.offset;
   attention_tokens({qkv.reshape({b, 1, 3 * d}), 0}, {c.rows, d, &c.slots},
-                   {c.rows, 2 * d, &c.slots}, c.offset + 1, n_head, attn);
+                   {c.rows, 2 * d, &c.slots}, c.offset + 1, n_head, attn, opt);
   linear_residual(attn.reshape({b, d}), l.self_out, x);
 }
 

@@ -62,6 +62,7 @@ struct AttnShape {
   float scale;
   bool causal;
   bool kv_static;          // AttentionOptions::kv_static: K/V (and k/v_index) before the wait
+  int64_t static_keys;     // AttentionOptions::static_keys: keys below it before the wait
   const int8_t* key_mask;  // [B, Lk] or null
   Strides q, k, v, o;
   const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
@@ -456,7 +457,10 @@ __global__ void __launch_bounds__(kThreadsSplit)
   __shared__ float p[kChunkShort];
   __shared__ float o_part[kGroups][kDim];
   __shared__ float chunk_m, chunk_l;
-  if (!s.kv_static) wait_for_inputs();
+  // K/V that no kernel of this step writes are requested before the wait: every key with
+  // kv_static, the cached positions below static_keys otherwise.
+  const bool early = s.kv_static || s.static_keys > 0;
+  if (!early) wait_for_inputs();
   const int64_t c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int64_t b = r / s.lq, i = r - b * s.lq;
   const int tid = int(threadIdx.x), lane = tid & 31, sub = tid % kLanes, grp = tid / kLanes;
@@ -466,23 +470,31 @@ __global__ void __launch_bounds__(kThreadsSplit)
   int64_t j0 = 0;
   const int n = chunk_keys(s, so, c, i, &j0);
   if (n == 0) {
-    if (s.kv_static) wait_for_inputs();
+    if (early) wait_for_inputs();
     allow_dependents();
     finish_chunk<T, kDim>(so, s, slot, b, h, i, -INFINITY, 0.0f, zeros);
     return;
   }
   const T* k_head = k + s.k.at(s.k_batch(b), h, j0) + sub * kVec;
   const T* v_head = v + s.v.at(s.v_batch(b), h, j0) + sub * kVec;
+  // Keys [0, static_n) of the chunk before the wait, [static_n, n) after it.
+  const int64_t below = s.static_keys - j0;
+  const int static_n = s.kv_static ? n : int(below < 0 ? 0 : (below < n ? below : n));
   uint4 k_raw[kPasses], v_raw[kPasses];
+  const auto load_kv = [&](int from, int to) {
 #pragma unroll
-  for (int x = 0; x < kPasses; ++x) {
-    const int j = grp + x * kGroups;
-    k_raw[x] = j < n ? *reinterpret_cast<const uint4*>(k_head + int64_t(j) * s.k.row)
-                     : make_uint4(0, 0, 0, 0);
-    v_raw[x] = j < n ? *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row)
-                     : make_uint4(0, 0, 0, 0);
-  }
-  if (s.kv_static) wait_for_inputs();  // K/V requested: now q, which the last kernel wrote
+    for (int x = 0; x < kPasses; ++x) {
+      const int j = grp + x * kGroups;
+      if (j < from || j >= to) continue;
+      k_raw[x] = *reinterpret_cast<const uint4*>(k_head + int64_t(j) * s.k.row);
+      v_raw[x] = *reinterpret_cast<const uint4*>(v_head + int64_t(j) * s.v.row);
+    }
+  };
+#pragma unroll
+  for (int x = 0; x < kPasses; ++x) k_raw[x] = v_raw[x] = make_uint4(0, 0, 0, 0);
+  load_kv(0, static_n);
+  if (early) wait_for_inputs();  // K/V requested: now q, which the last kernel wrote
+  load_kv(static_n, n);
   allow_dependents();
   const uint4 q_raw = *reinterpret_cast<const uint4*>(q + s.q.at(b, h, i) + sub * kVec);
   float qf[kVec];
@@ -661,6 +673,7 @@ AttnShape base_shape(int64_t heads, int64_t lq, int64_t lk, int64_t d, int64_t d
   s.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d));
   s.causal = opt.causal;
   s.kv_static = opt.kv_static;
+  s.static_keys = opt.static_keys;
   s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
   return s;
 }

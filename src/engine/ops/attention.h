@@ -24,6 +24,10 @@ struct AttentionOptions {
   // For attention() and attention_tokens(); never with attention_qkv (its k and v are the
   // caller's fresh projection, and its fallback passes opt on to attention()).
   bool kv_static = false;
+  // The same promise for keys [0, static_keys) only (with their batch_index): a decoder
+  // step's cached positions, written by earlier steps, where the step's own new key is not.
+  // CUDA's 16-byte split kernel requests those before waiting. 0: none (kv_static: all).
+  int64_t static_keys = 0;
 };
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
