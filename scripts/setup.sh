@@ -16,6 +16,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git unzip ca-certificates
   clang libclang-rt-14-dev clang-format            # fuzzers (libFuzzer + ASan), format check
   libdnnl-dev                                       # CPU GEMM (oneDNN: AMX/AVX-512 bf16, f32)
+  ocl-icd-opencl-dev                                # oneDNN's CMake config requires OpenCL
   libcli11-dev nlohmann-json3-dev zlib1g-dev        # CLI, JSON, npz deflate
   libboost-dev                                      # HTTP server (Boost.Beast + Asio, headers)
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg  # audio (ffmpeg: test reference)
