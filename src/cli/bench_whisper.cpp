@@ -101,6 +101,7 @@ struct DeviceChoice {
   // PARLEY_GREEDY_PIPELINE=0: one decode_choose at a time).
   bool chain = false;
   TimestampRuleParams grammar;
+  int64_t sot_index = 0;  // <|startoftranscript|>'s position in the prefix
 };
 
 // The argmax of row `row` of f32 logits on the host (ties: the lowest id).
@@ -116,14 +117,34 @@ int32_t raw_argmax(const Tensor& logits, int64_t row) {
 double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int32_t>& prefix,
                                   int steps, DeviceChoice* choice) {
   session.reset();
+  if (choice && choice->chain && initial_choice_enabled()) {
+    // As decode_encoded: the prefix's pass is the chain's first step and chooses the first
+    // token on the device; every later step's token and rule row come from the step before
+    // it there; the host reads ids one step behind. The clock starts once the first token is
+    // read (the prefix's pass is not counted).
+    GreedyChainStart start;
+    check(greedy_chain_start(choice->filters, prefix, int(prefix.size()), true, choice->always,
+                             choice->grammar, start),
+          ErrorKind::internal,
+          "[bench] the default filters have no rule form at the first sampled position");
+    session.chain_begin_initial(prefix, choice->sot_index, start);
+    const int first = session.n_cached() - 1;
+    session.chain_result(first);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) {
+      session.chain_launch();
+      if (i > 0) session.chain_result(first + i);
+    }
+    session.chain_result(first + steps);
+    return ms_since(t0) / steps;
+  }
   const int64_t last_row = int64_t(prefix.size()) - 1;
   Tensor logits = session.decode(prefix, std::span<const int64_t>(&last_row, 1));
   const auto t0 = Clock::now();
   std::vector<int32_t> seq = prefix;
   int32_t next = raw_argmax(logits, 0);
   if (choice && choice->chain) {
-    // As decode_encoded: the first step's token and rule row from the host, every later
-    // step's from the step before it on the device; the host reads ids one step behind.
+    // PARLEY_INITIAL_CHOICE=0: the first token from the host, then the chain as above.
     seq.push_back(next);
     GreedyChainStart start;
     check(greedy_chain_start(choice->filters, seq, int(prefix.size()), true, choice->always,
@@ -289,6 +310,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
     choice->always = always_masked(choice->filters);
     choice->chain = SessionLogitsSource(session).chains_greedy();
     choice->grammar = {tokenizer.eot(), tokenizer.timestamp_begin()};
+    choice->sot_index = std::find(prefix.begin(), prefix.end(), tokenizer.sot()) - prefix.begin();
   }
   check_arg(int(prefix.size()) + opt.decode_tokens <= model->config().n_text_ctx,
             "[bench] --decode-tokens " + std::to_string(opt.decode_tokens) +

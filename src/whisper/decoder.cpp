@@ -22,6 +22,7 @@
 // are device data uploaded once per step (RowsInput), so on CUDA the step replays a graph
 // (decode_graphs.h) whichever slots reorder_rows gave the rows.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "engine/error.h"
@@ -285,22 +286,50 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
   return final_logits(pool_, x, w, c.n_vocab);
 }
 
+void WhisperSession::check_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
+                                const std::string& what) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  check_arg(encoded_, what + ": call encode() first");
+  const int64_t t = int64_t(tokens.size()), offset = n_cached_;
+  check_arg(t > 0, what + ": no tokens");
+  check_arg(offset + t <= c.n_text_ctx,
+            what + ": " + std::to_string(offset) + " cached + " + std::to_string(t) +
+                " new tokens exceed the text context of " + std::to_string(c.n_text_ctx));
+  check_token_ids(tokens, c.n_vocab, what);
+  for (int64_t r : rows)
+    check_arg(r >= 0 && r < t, what + ": logits row " + std::to_string(r) + " outside [0, " +
+                                   std::to_string(t) + ")");
+  check_arg(!rows_active(), what + ": rows are in use (fork); use decode_rows");
+  n_rows_ = 0;  // rows of an earlier window end here
+}
+
+Tensor WhisperSession::initial_logits(std::span<const int32_t> tokens, int64_t sot_index,
+                                      std::span<const int32_t> extra, Tensor* extra_out,
+                                      const std::string& what) {
+  using namespace whisper;
+  const int64_t t = int64_t(tokens.size()), offset = n_cached_;
+  const std::array<int64_t, 2> rows = {sot_index, t - 1};
+  check_pass(tokens, rows, what);
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  // One upload: the token ids, the two rows wanted, then `extra`.
+  std::vector<int32_t> staged(tokens.begin(), tokens.end());
+  staged.push_back(int32_t(rows[0]));
+  staged.push_back(int32_t(rows[1]));
+  staged.insert(staged.end(), extra.begin(), extra.end());
+  const Tensor input = ids_on_device(pool_, host_pool_, staged, model_->device());
+  const Tensor ids = input.slice0(0, t), row_ids = input.slice0(t, t + 2);
+  if (extra_out) *extra_out = input.slice0(t + 2, input.numel());
+  Tensor logits = step_logits(ids, t, offset, &row_ids, 2);
+  n_cached_ = int(offset + t);
+  return logits;
+}
+
 Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const int64_t> rows) {
   using namespace whisper;
+  check_pass(tokens, rows, "[whisper] decode");
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
-  const WhisperConfig& c = model_->config();
-  check_arg(encoded_, "[whisper] decode: call encode() first");
   const int64_t t = int64_t(tokens.size()), offset = n_cached_;
-  check_arg(t > 0, "[whisper] decode: no tokens");
-  check_arg(offset + t <= c.n_text_ctx,
-            "[whisper] decode: " + std::to_string(offset) + " cached + " + std::to_string(t) +
-                " new tokens exceed the text context of " + std::to_string(c.n_text_ctx));
-  check_token_ids(tokens, c.n_vocab, "[whisper] decode");
-  for (int64_t r : rows)
-    check_arg(r >= 0 && r < t, "[whisper] decode: logits row " + std::to_string(r) +
-                                   " outside [0, " + std::to_string(t) + ")");
-  check_arg(!rows_active(), "[whisper] decode: rows are in use (fork); use decode_rows");
-  n_rows_ = 0;  // rows of an earlier window end here
   const Device dev = model_->device();
 
   // A single-token step on CUDA replays a captured graph of the whole forward pass
@@ -372,6 +401,30 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
     out = graphed ? graphs_->step(int(offset), DecodeGraphs::Kind::choice, forward) : forward();
     n_cached_ = int(offset + 1);
   }
+  read_choices(out[0], out[1], choices_.ids, choices_.logprobs);
+  return choices_;
+}
+
+const WhisperSession::Choices& WhisperSession::decode_initial_choose(
+    std::span<const int32_t> tokens, int64_t sot_index, std::span<const int32_t> always,
+    std::span<const int32_t> rule, int k, Tensor& sot_logits) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const std::string what = "[whisper] decode_initial_choose";
+  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, c.n_vocab),
+            what + ": k = " + std::to_string(k) + " is out of range");
+  check_arg(rule.size() == size_t(kRuleWidth), what + ": " + std::to_string(rule.size()) +
+                                                   " rule values, not " +
+                                                   std::to_string(kRuleWidth));
+  const Device dev = model_->device();
+  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
+  const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
+  Tensor rule_row;
+  const Tensor logits = initial_logits(tokens, sot_index, rule, &rule_row, what);  // [2, n_vocab]
+  rule_row = rule_row.reshape({1, kRuleWidth});
+  const std::vector<Tensor> out = top_k_choices(pool_, logits.slice0(1, 2), mask, rule_row, k);
+  sot_logits = Tensor::empty({c.n_vocab}, DType::f32);
+  sot_logits.copy_from(logits.slice0(0, 1).reshape({c.n_vocab}));
   read_choices(out[0], out[1], choices_.ids, choices_.logprobs);
   return choices_;
 }

@@ -4,6 +4,9 @@
 // log-probability into the history at its offset, and advance_timestamp_rule
 // (engine/ops/timestamp_rule.h) writes the next step's token and rule row. The host reads ids
 // one step behind the device, so the GPU never idles while the host looks at a token.
+// chain_begin_initial makes a window's initial pass (several tokens, eager) the chain's first
+// step: it chooses from its last position's logits as a chained step does, so the window's
+// first token needs no host round trip either.
 //
 // Buffers on the model's device:
 //   io      i32 [2, kIoWidth]: per offset parity, a step's input token, its rule row
@@ -13,6 +16,7 @@
 //   history i32 [n_text_ctx, 2]: per offset the chosen id and the bits of its f32
 //           log-probability, side by side so one 8-byte copy brings both to the host.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "engine/error.h"
@@ -37,27 +41,35 @@ struct WhisperSession::Chain {
   // CUDA: the history's pinned copy, and per offset an event recorded after its copy.
   std::shared_ptr<int32_t> pinned;
   std::vector<std::unique_ptr<cuda::Event>> copied;
+  // chain_begin_initial: position sot_index's logits on the CPU (pinned memory on CUDA), and
+  // the offset of the initial pass's choice (-1: the chain began with chain_begin).
+  std::shared_ptr<float> initial_logits;
+  int initial = -1;
   TimestampRuleParams grammar;  // what the captured graphs pass to advance_timestamp_rule
   const Tensor* mask = nullptr;
   int begin = 0;  // the chain's first offset
 };
 
-void WhisperSession::chain_begin(const GreedyChainStart& start) {
+void WhisperSession::chain_setup(const GreedyChainStart& start) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
-  check_arg(encoded_, "[whisper] chain_begin: call encode() first");
-  check_arg(!rows_active(), "[whisper] chain_begin: rows are in use (fork); reset() first");
-  check_token_ids({&start.token, 1}, c.n_vocab, "[whisper] chain_begin");
   const Device dev = model_->device();
   if (!chain_) {  // once per session
     auto ch = std::make_shared<Chain>();
     ch->io = Tensor::zeros({2, kIoWidth}, DType::i32, dev);
     ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
+    const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
     if (dev == Device::cuda) {
       ch->pinned = std::shared_ptr<int32_t>(
           static_cast<int32_t*>(cuda::malloc_pinned(size_t(ch->history.nbytes()))),
           [](int32_t* p) { cuda::free_pinned(p); });
+      ch->initial_logits =
+          std::shared_ptr<float>(static_cast<float*>(cuda::malloc_pinned(row_bytes)),
+                                 [](float* p) { cuda::free_pinned(p); });
       for (int i = 0; i < c.n_text_ctx; ++i) ch->copied.push_back(std::make_unique<cuda::Event>());
+    } else {
+      ch->initial_logits =
+          std::shared_ptr<float>(new float[size_t(c.n_vocab)](), std::default_delete<float[]>());
     }
     ch->grammar = start.grammar;
     chain_ = std::move(ch);
@@ -66,17 +78,98 @@ void WhisperSession::chain_begin(const GreedyChainStart& start) {
   check(chain_->grammar.eot == start.grammar.eot &&
             chain_->grammar.timestamp_begin == start.grammar.timestamp_begin,
         ErrorKind::internal, "[whisper] chain_begin: another eot / timestamp_begin than before");
-  n_rows_ = 0;  // rows of an earlier window end here
   if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
   chain_->mask = &choice_mask_->get(start.always, c.n_vocab, dev);
+  chain_->initial = -1;
+}
+
+namespace {
+
+// The io row of a chain step: its input token, rule row and state.
+std::array<int32_t, kIoWidth> io_row(const GreedyChainStart& start) {
+  std::array<int32_t, kIoWidth> v{};
+  v[0] = start.token;
+  std::copy(start.rule.v.begin(), start.rule.v.end(), v.begin() + 1);
+  std::copy(start.state.begin(), start.state.end(), v.begin() + 1 + kRuleWidth);
+  return v;
+}
+
+}  // namespace
+
+void WhisperSession::chain_begin(const GreedyChainStart& start) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  check_arg(encoded_, "[whisper] chain_begin: call encode() first");
+  check_arg(!rows_active(), "[whisper] chain_begin: rows are in use (fork); reset() first");
+  check_token_ids({&start.token, 1}, c.n_vocab, "[whisper] chain_begin");
+  chain_setup(start);
+  n_rows_ = 0;  // rows of an earlier window end here
+  const std::array<int32_t, kIoWidth> row = io_row(start);
   Tensor host = host_pool_.alloc({kIoWidth}, DType::i32);
-  int32_t* p = host.data<int32_t>();
-  p[0] = start.token;
-  std::copy(start.rule.v.begin(), start.rule.v.end(), p + 1);
-  std::copy(start.state.begin(), start.state.end(), p + 1 + kRuleWidth);
+  std::copy(row.begin(), row.end(), host.data<int32_t>());
   chain_->io.slice0(n_cached_ % 2, n_cached_ % 2 + 1).reshape({kIoWidth}).copy_from(host);
   chain_->begin = n_cached_;
   chain_next_ = n_cached_;
+}
+
+void WhisperSession::chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                                         const GreedyChainStart& start) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const std::string what = "[whisper] chain_begin_initial";
+  check_arg(encoded_, what + ": call encode() first");
+  check_arg(!tokens.empty() && start.token == tokens.back(),
+            what + ": start.token must be the last initial token");
+  chain_setup(start);
+  // The io row of the pass's last position goes up with the pass's token ids.
+  const int64_t at = n_cached_ + int64_t(tokens.size()) - 1;  // the first token's step
+  Tensor io_in;
+  const Tensor logits = initial_logits(tokens, sot_index, io_row(start), &io_in, what);
+  chain_->io.slice0(at % 2, at % 2 + 1).reshape({kIoWidth}).copy_from(io_in);
+  chain_choose(logits.slice0(1, 2), at);
+  float* row = chain_->initial_logits.get();
+  const Tensor at_sot = logits.slice0(0, 1);
+  const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
+  if (model_->device() == Device::cuda)
+    cuda::memcpy_d2h_async(row, at_sot.raw(), row_bytes);
+  else
+    std::memcpy(row, at_sot.raw(), row_bytes);
+  chain_copy_back(at);
+  chain_->initial = int(at);
+  chain_->begin = int(at);
+  chain_next_ = n_cached_;
+}
+
+std::span<const float> WhisperSession::chain_initial_logits() {
+  check_arg(chain_ && chain_->initial >= 0 && chain_->initial < n_cached_,
+            "[whisper] chain_initial_logits: the chain did not begin at an initial pass");
+  if (model_->device() == Device::cuda) chain_->copied[size_t(chain_->initial)]->wait();
+  return {chain_->initial_logits.get(), size_t(model_->config().n_vocab)};
+}
+
+void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
+  Chain& ch = *chain_;
+  const Device dev = model_->device();
+  int32_t* history = ch.history.data<int32_t>() + 2 * offset;
+  const Tensor in = ch.io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
+  const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
+  Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
+  Tensor logprob = Tensor::view(history + 1, {1, 1}, DType::f32, dev, nullptr);
+  masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
+              id);
+  Tensor token = out.slice0(0, 1);
+  Tensor rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
+  Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
+  advance_timestamp_rule(id, in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState}),
+                         state, token, rule, ch.grammar);
+}
+
+void WhisperSession::chain_copy_back(int64_t offset) {
+  if (model_->device() != Device::cuda) return;
+  Chain& ch = *chain_;
+  cuda::memcpy_d2h_async(ch.pinned.get() + 2 * offset, ch.history.data<int32_t>() + 2 * offset,
+                         2 * sizeof(int32_t));
+  ch.copied[size_t(offset)]->record();
 }
 
 void WhisperSession::chain_launch() {
@@ -88,33 +181,16 @@ void WhisperSession::chain_launch() {
   check_arg(offset + 1 <= c.n_text_ctx, "[whisper] chain_launch: the text context of " +
                                             std::to_string(c.n_text_ctx) + " is full");
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
-  const Device dev = model_->device();
-  Chain& ch = *chain_;
-  int32_t* history = ch.history.data<int32_t>() + 2 * offset;
   auto forward = [&]() -> std::vector<Tensor> {
-    const Tensor in = ch.io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
-    const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
-    const Tensor logits = step_logits(in.slice0(0, 1), 1, offset, nullptr, 1);
-    Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
-    Tensor logprob = Tensor::view(history + 1, {1, 1}, DType::f32, dev, nullptr);
-    masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
-                id);
-    Tensor token = out.slice0(0, 1);
-    Tensor rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
-    Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
-    advance_timestamp_rule(id,
-                           in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState}),
-                           state, token, rule, ch.grammar);
+    const Tensor in = chain_->io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
+    chain_choose(step_logits(in.slice0(0, 1), 1, offset, nullptr, 1), offset);
     return {};
   };
   if (graphs_)
     graphs_->step(int(offset), DecodeGraphs::Kind::chain, forward);
   else
     forward();
-  if (dev == Device::cuda) {
-    cuda::memcpy_d2h_async(ch.pinned.get() + 2 * offset, history, 2 * sizeof(int32_t));
-    ch.copied[size_t(offset)]->record();
-  }
+  chain_copy_back(offset);
   n_cached_ = int(offset + 1);
   chain_next_ = n_cached_;
 }

@@ -115,6 +115,11 @@ bool greedy_pipeline_enabled() {
   return enabled;
 }
 
+bool initial_choice_enabled() {
+  static const bool enabled = env_switch_on("PARLEY_INITIAL_CHOICE");
+  return enabled;
+}
+
 bool SessionLogitsSource::chains_greedy() const {
   // Not the virtual call: a source that only turns the device choice on (on the CPU, in
   // tests) keeps its steps one at a time.
@@ -124,6 +129,16 @@ bool SessionLogitsSource::chains_greedy() const {
 void SessionLogitsSource::chain_begin(const GreedyChainStart& start) {
   session_.chain_begin(start);
   chain_read_ = session_.n_cached();
+}
+
+void SessionLogitsSource::chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                                              const GreedyChainStart& start) {
+  session_.chain_begin_initial(tokens, sot_index, start);
+  chain_read_ = session_.n_cached() - 1;  // the initial pass's choice is the first read
+}
+
+std::span<const float> SessionLogitsSource::chain_initial_logits() {
+  return session_.chain_initial_logits();
 }
 
 void SessionLogitsSource::chain_launch() { session_.chain_launch(); }
@@ -141,6 +156,10 @@ namespace {
 }  // namespace
 
 void LogitsSource::chain_begin(const GreedyChainStart&) { no_greedy_chain(); }
+void LogitsSource::chain_begin_initial(std::span<const int32_t>, int64_t, const GreedyChainStart&) {
+  no_greedy_chain();
+}
+std::span<const float> LogitsSource::chain_initial_logits() { no_greedy_chain(); }
 void LogitsSource::chain_launch() { no_greedy_chain(); }
 std::pair<int32_t, float> LogitsSource::chain_read() { no_greedy_chain(); }
 void LogitsSource::chain_end() { no_greedy_chain(); }
@@ -154,6 +173,35 @@ void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
   logprobs = c.logprobs;
 }
 
+Tensor SessionLogitsSource::decode_initial_choose(
+    std::span<const int32_t> tokens, int64_t sot_index, std::span<const int32_t> always,
+    std::span<const int32_t> rule, int k, std::vector<int32_t>& ids, std::vector<float>& logprobs) {
+  Tensor at_sot;
+  const WhisperSession::Choices& c =
+      session_.decode_initial_choose(tokens, sot_index, always, rule, k, at_sot);
+  ids = c.ids;
+  logprobs = c.logprobs;
+  return at_sot;
+}
+
+namespace {
+
+// masked_topk on the CPU of each row of f32 logits [n, n_vocab] with `always` and `rules`
+// (kRuleWidth per row): the top k of each row into ids and logprobs.
+void choose_on_cpu(const Tensor& logits, std::span<const int32_t> always,
+                   std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
+                   std::vector<float>& logprobs) {
+  const int64_t n = logits.dim(0);
+  whisper::SuppressMask mask;
+  Tensor rule_rows = Tensor::empty({n, kRuleWidth}, DType::i32);
+  std::copy(rules.begin(), rules.end(), rule_rows.data<int32_t>());
+  Tensor lp = Tensor::empty({n, k}, DType::f32), top = Tensor::empty({n, k}, DType::i32);
+  masked_topk(logits, &mask.get(always, int(logits.dim(1)), Device::cpu), rule_rows, k, lp, top);
+  whisper::read_choices(top, lp, ids, logprobs);
+}
+
+}  // namespace
+
 void LogitsSource::decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                                  std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
                                  std::vector<float>& logprobs) {
@@ -163,12 +211,21 @@ void LogitsSource::decode_choose(std::span<const int32_t> tokens, std::span<cons
                 std::to_string(n) + " rows");
   const Tensor logits = n == 1 ? decode(tokens) : decode_rows(tokens);
   check_logits(logits, n, logits.dim(1));
-  whisper::SuppressMask mask;
-  Tensor rule_rows = Tensor::empty({n, kRuleWidth}, DType::i32);
-  std::copy(rules.begin(), rules.end(), rule_rows.data<int32_t>());
-  Tensor lp = Tensor::empty({n, k}, DType::f32), top = Tensor::empty({n, k}, DType::i32);
-  masked_topk(logits, &mask.get(always, int(logits.dim(1)), Device::cpu), rule_rows, k, lp, top);
-  whisper::read_choices(top, lp, ids, logprobs);
+  choose_on_cpu(logits, always, rules, k, ids, logprobs);
+}
+
+Tensor LogitsSource::decode_initial_choose(std::span<const int32_t> tokens, int64_t sot_index,
+                                           std::span<const int32_t> always,
+                                           std::span<const int32_t> rule, int k,
+                                           std::vector<int32_t>& ids,
+                                           std::vector<float>& logprobs) {
+  check_arg(rule.size() == size_t(kRuleWidth),
+            "[whisper] decode_initial_choose: " + std::to_string(rule.size()) + " rule values");
+  const std::array<int64_t, 2> rows = {sot_index, int64_t(tokens.size()) - 1};
+  const Tensor two = decode_selected(tokens, rows);
+  check_logits(two, 2, two.dim(1));
+  choose_on_cpu(two.slice0(1, 2), always, rule, k, ids, logprobs);
+  return two.slice0(0, 1).reshape({two.dim(1)});
 }
 
 Tensor LogitsSource::decode_selected(std::span<const int32_t> tokens,
@@ -349,13 +406,15 @@ float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokeni
 // decode_encoded's greedy steps `first`, first + 1, ... of one sequence, chained on the
 // source's device (LogitsSource::chain_begin): step i + 1 is queued before step i's token is
 // read, so the device does not wait for the host between steps; a step queued after the
-// sequence ended is dropped. The same tokens, scores, streaming and stopping rules as the
-// step-by-step loop (rows.tokens[0] holds at least one sampled token). False, having done
-// nothing, where the filters have no rule form after the sequence so far.
+// sequence ended is dropped. The same tokens, scores, no-speech probability, streaming and
+// stopping rules as the step-by-step loop. first == 0: rows.tokens[0] holds the initial
+// tokens only, and their pass is the chain's first step (chain_begin_initial); else it holds
+// the tokens of steps before `first`. False, having done nothing, where the filters have no
+// rule form after the sequence so far.
 bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
                         const DecodingOptions& options, const WindowPlan& plan,
                         std::span<const int32_t> always, int n_ctx, int first, bool stream,
-                        Rows& rows) {
+                        Rows& rows, DecodingResult& result) {
   // Steps in flight: the one being read and the one queued behind it.
   constexpr int kDepth = 2;
   std::vector<int32_t>& tokens = rows.tokens[0];
@@ -366,14 +425,22 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
   // The loop's limits: step i decodes at offset sample_begin + i - 1, which must fit in the
   // context (it stops once the sequence is longer than n_ctx).
   const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
-  source.chain_begin(start);
+  // From step 0 the initial pass is the chain's first step (queued here, not read).
+  if (first == 0)
+    source.chain_begin_initial(tokens, plan.sot_index, start);
+  else
+    source.chain_begin(start);
   try {
-    int launched = first;
+    int launched = first == 0 ? 1 : first;
     for (int i = first; i < end; ++i) {
       for (; launched < std::min(end, i + kDepth); ++launched) {
         check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
               "[whisper] decoding cancelled");
         source.chain_launch();
+      }
+      if (i == 0) {  // as decode_encoded's initial pass, before the first token
+        result.no_speech_prob = no_speech_prob_at(source.chain_initial_logits(), tokenizer);
+        if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
       }
       const auto [id, logprob] = source.chain_read();
       // GreedyDecoder.update with the choice made next to the logits, as decode_encoded.
@@ -563,7 +630,8 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   const bool chained = on_device && !beam && source.chains_greedy() && options.temperature == 0.0f;
   for (int i = 0; i < sample_len; ++i) {
     if (i == 1 && chained &&
-        chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, i, stream, rows))
+        chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, i, stream, rows,
+                           result))
       break;
     check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
           "[whisper] decoding cancelled");
@@ -571,13 +639,37 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
     if (i == 0) {
       // The initial tokens are the same for every row: one pass, then the rows share them.
       // Two rows of it are read: no_speech_prob at <|startoftranscript|>, the first token.
-      const std::array<int64_t, 2> wanted = {plan.sot_index, int64_t(initial.size()) - 1};
-      const Tensor out = source.decode_selected(initial, wanted);
-      check_logits(out, 2, n_vocab);
-      result.no_speech_prob = no_speech_prob_of(out, 0, tokenizer);
+      // On the device (where the filters have a rule form at the first sampled position)
+      // that token's choice is made there, from the pass itself when greedy steps chain.
+      StepRule first_rule;
+      chosen = on_device && initial_choice_enabled() && step_rule(filters, initial, first_rule);
+      if (chosen && chained &&
+          chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, 0, stream, rows,
+                             result))
+        break;
+      if (chosen) {
+        const Tensor at_sot =
+            source
+                .decode_initial_choose(initial, plan.sot_index, always, first_rule.v, top_k,
+                                       chosen_ids, chosen_logprobs)
+                .reshape({1, n_vocab});
+        check_logits(at_sot, 1, n_vocab);
+        result.no_speech_prob = no_speech_prob_of(at_sot, 0, tokenizer);
+        // Every row starts from the same choices.
+        for (int r = 1; r < n_group; ++r) {
+          chosen_ids.insert(chosen_ids.end(), chosen_ids.begin(), chosen_ids.begin() + top_k);
+          chosen_logprobs.insert(chosen_logprobs.end(), chosen_logprobs.begin(),
+                                 chosen_logprobs.begin() + top_k);
+        }
+      } else {
+        const std::array<int64_t, 2> wanted = {plan.sot_index, int64_t(initial.size()) - 1};
+        const Tensor out = source.decode_selected(initial, wanted);
+        check_logits(out, 2, n_vocab);
+        result.no_speech_prob = no_speech_prob_of(out, 0, tokenizer);
+        const auto row = row_of(out, 1);
+        for (auto& l : logits) l.assign(row.begin(), row.end());
+      }
       if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
-      const auto row = row_of(out, 1);
-      for (auto& l : logits) l.assign(row.begin(), row.end());
       if (n_group > 1) source.fork(n_group);
     } else {
       for (size_t r = 0; r < size_t(n_group); ++r) last[r] = rows.tokens[r].back();

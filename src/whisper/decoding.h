@@ -36,6 +36,10 @@ bool device_choice_enabled();
 // each token one step behind (LogitsSource::chains_greedy; PARLEY_GREEDY_PIPELINE=0 turns it
 // off, to compare with one step at a time).
 bool greedy_pipeline_enabled();
+// Whether device sessions choose a window's first token on the device too (the initial pass
+// with decode_initial_choose, or as the greedy chain's first step; PARLEY_INITIAL_CHOICE=0
+// turns it off: the initial pass's two rows of logits then go to the host filters).
+bool initial_choice_enabled();
 struct CrossAttentionWeights;  // model.h
 
 // What a decoding loop needs from a model: encode a window, then decode tokens after the
@@ -74,6 +78,15 @@ class LogitsSource {
   virtual void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                              std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
                              std::vector<float>& logprobs);
+  // A window's initial pass with the choice (WhisperSession::decode_initial_choose):
+  // decode() of the initial `tokens`, the top k of the last position's logits under `always`
+  // and `rule` (the first sampled position's rule row) into ids and logprobs, and position
+  // sot_index's logits returned (f32 [n_vocab] on the CPU, for the no-speech probability).
+  // Default: decode_selected(), then masked_topk on the CPU.
+  virtual Tensor decode_initial_choose(std::span<const int32_t> tokens, int64_t sot_index,
+                                       std::span<const int32_t> always,
+                                       std::span<const int32_t> rule, int k,
+                                       std::vector<int32_t>& ids, std::vector<float>& logprobs);
   // Greedy steps chained on the source's device (WhisperSession::chain_begin): true where the
   // source runs them (CUDA sessions, unless PARLEY_GREEDY_PIPELINE=0 or
   // PARLEY_DEVICE_CHOICE=0). decode_encoded's greedy windows (temperature 0, one sequence)
@@ -82,9 +95,16 @@ class LogitsSource {
   // next step (one token, masked_topk with k = 1, the next rule row on the device) without
   // waiting; chain_read returns the id and log-probability of the oldest step launched and not
   // yet read, waiting for that step only; chain_end drops the steps launched and not read (the
-  // cache ends after the last one read). The defaults throw Error(unsupported).
+  // cache ends after the last one read). chain_begin_initial starts the chain at a window's
+  // initial pass instead (WhisperSession::chain_begin_initial): the first chain_read is the
+  // first sampled token, and chain_initial_logits() position sot_index's logits (f32
+  // [n_vocab], for the no-speech probability), waiting for that pass only. The defaults
+  // throw Error(unsupported).
   virtual bool chains_greedy() const { return false; }
   virtual void chain_begin(const GreedyChainStart& start);
+  virtual void chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                                   const GreedyChainStart& start);
+  virtual std::span<const float> chain_initial_logits();
   virtual void chain_launch();
   virtual std::pair<int32_t, float> chain_read();
   virtual void chain_end();
@@ -113,8 +133,15 @@ class SessionLogitsSource : public LogitsSource {
   void decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                      std::span<const int32_t> rules, int k, std::vector<int32_t>& ids,
                      std::vector<float>& logprobs) override;
+  Tensor decode_initial_choose(std::span<const int32_t> tokens, int64_t sot_index,
+                               std::span<const int32_t> always, std::span<const int32_t> rule,
+                               int k, std::vector<int32_t>& ids,
+                               std::vector<float>& logprobs) override;
   bool chains_greedy() const override;
   void chain_begin(const GreedyChainStart& start) override;
+  void chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                           const GreedyChainStart& start) override;
+  std::span<const float> chain_initial_logits() override;
   void chain_launch() override;
   std::pair<int32_t, float> chain_read() override;
   void chain_end() override;

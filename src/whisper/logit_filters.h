@@ -150,9 +150,9 @@ struct GreedyChainStart {
   std::span<const int32_t> always;  // the ids suppressed at every position (always_masked)
   TimestampRuleParams grammar;      // the tokenizer's eot and timestamp_begin
 };
-// The start of a greedy chain after `tokens` (the initial tokens, then at least one token
-// sampled from sample_begin on), with the timestamp grammar on or off: false where the
-// filters have no rule form there.
+// The start of a greedy chain after `tokens` (the initial tokens, then the tokens sampled
+// from sample_begin on: none when the chain begins at the initial pass), with the timestamp
+// grammar on or off: false where the filters have no rule form there.
 bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
                         std::span<const int32_t> tokens, int sample_begin, bool timestamps,
                         std::span<const int32_t> always, TimestampRuleParams grammar,

@@ -183,6 +183,14 @@ class WhisperSession {
   };
   const Choices& decode_choose(std::span<const int32_t> tokens, std::span<const int32_t> always,
                                std::span<const int32_t> rules, int k);
+  // A window's initial pass with its choice next to the logits: decode() of the initial
+  // `tokens`, masked_topk (k) of the last position's logits under `always` and `rule` (one
+  // rule row: the first sampled position's), and the logits of position `sot_index` (the
+  // no-speech probability's row) copied to `sot_logits` (f32 [n_vocab] on the CPU). Only
+  // that row and the choices cross to the host.
+  const Choices& decode_initial_choose(std::span<const int32_t> tokens, int64_t sot_index,
+                                       std::span<const int32_t> always,
+                                       std::span<const int32_t> rule, int k, Tensor& sot_logits);
 
   // Greedy decoding kept on the device (decoder_chain.cpp): a chain of single-token steps,
   // each reading its token and rule row from device memory that the step before it wrote
@@ -195,9 +203,19 @@ class WhisperSession {
   // returns the id and log-probability of the launched step at `offset`, waiting for that step
   // only. To drop steps launched past the end of a sequence, truncate() the cache; the
   // chain then needs a new chain_begin.
+  // chain_begin_initial(tokens, sot_index, start) starts the chain at a window's initial pass
+  // instead (none of it cached before): decode() of the initial `tokens` is the chain's first
+  // step, at offset n_cached() - 1 after it; it chooses the first sampled token under
+  // start.rule (step_rule after `tokens`) from start.state (timestamp_rule_state of no
+  // sampled token) and queues an asynchronous copy of position sot_index's logits, which
+  // chain_initial_logits() returns (f32 [n_vocab] on the CPU, valid until the next chain),
+  // waiting for that pass only. So a window's first token needs no host round trip either.
   void chain_begin(const GreedyChainStart& start);
+  void chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                           const GreedyChainStart& start);
   void chain_launch();
   std::pair<int32_t, float> chain_result(int offset);
+  std::span<const float> chain_initial_logits();
 
   const WhisperModel& model() const { return *model_; }
 
@@ -223,6 +241,26 @@ class WhisperSession {
   // rows_step's forward pass on its inputs: f32 logits [rows, n_vocab] on the model's
   // device. Device work only (a graph may capture it).
   Tensor rows_logits(const whisper::RowsInput& in, int64_t offset);
+  // decode()'s checks for `t` new tokens with logits rows `rows` (indices into them); ends
+  // rows of an earlier window. `what` names the caller in errors.
+  void check_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
+                  const std::string& what);
+  // A window's initial pass (decode_initial_choose, chain_begin_initial): the forward pass
+  // over `tokens` after the cached ones, keeping the logits of positions sot_index and the
+  // last: f32 [2, n_vocab] on the model's device. `extra` (i32 values the caller needs on the
+  // device) goes up in the same copy as the token ids (on CUDA a copy from the host waits for
+  // the stream: one, not three); its view there is *extra_out. Advances n_cached().
+  Tensor initial_logits(std::span<const int32_t> tokens, int64_t sot_index,
+                        std::span<const int32_t> extra, Tensor* extra_out, const std::string& what);
+  // The chain's buffers (once per session) and its suppress mask for `start`.
+  void chain_setup(const GreedyChainStart& start);
+  // The chain's choice at `offset` from f32 logits [1, n_vocab] on the device: masked_topk
+  // under io row offset % 2's rule into the history, then advance_timestamp_rule into io row
+  // (offset + 1) % 2. Device work only (a graph may capture it).
+  void chain_choose(const Tensor& logits, int64_t offset);
+  // After the step at `offset` was queued: on CUDA its history entry's copy to pinned memory
+  // and the event chain_result waits for.
+  void chain_copy_back(int64_t offset);
 
   std::shared_ptr<const WhisperModel> model_;
   Pool pool_;       // scratch on the model's device

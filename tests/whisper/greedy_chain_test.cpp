@@ -271,6 +271,79 @@ TEST(GreedyChain, CancelledMidWindow) {
   EXPECT_EQ(again.avg_logprob, want.avg_logprob);
 }
 
+// The chain begun at a window's initial pass: its first step (offset initial - 1) chooses what
+// decode_initial_choose chooses, with the same log-probability, and hands back the same
+// <|startoftranscript|> logits; the next step continues from the token it chose. On every
+// built device (f32), with timestamps on and off.
+TEST(GreedyChain, InitialPassIsTheFirstStep) {
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const Tensor mel = jfk_window();
+  for (Device dev : devices()) {
+    SCOPED_TRACE(std::string(device_name(dev)));
+    const auto model = WhisperModel::load(model_dir(), {dev, DType::f32});
+    const WhisperTokenizer tok = load_tokenizer(*model);
+    WhisperSession session(model);
+    session.encode(mel);
+    for (bool timestamps : {true, false}) {
+      DecodingOptions o;
+      o.without_timestamps = !timestamps;
+      const std::vector<int32_t> initial = initial_tokens(tok, o, "en", 448);
+      const int t = int(initial.size());
+      const int64_t sot_index =
+          std::find(initial.begin(), initial.end(), tok.sot()) - initial.begin();
+      ASSERT_LT(sot_index, t);
+      LogitFilterSettings settings;
+      settings.without_timestamps = !timestamps;
+      const auto filters = make_logit_filters(tok, settings, t);
+      const std::vector<int32_t> always = always_masked(filters);
+      GreedyChainStart start;
+      ASSERT_TRUE(greedy_chain_start(filters, initial, t, timestamps, always,
+                                     {tok.eot(), tok.timestamp_begin()}, start));
+      EXPECT_EQ(start.token, initial.back());
+
+      session.reset();
+      Tensor at_sot;
+      const WhisperSession::Choices want =
+          session.decode_initial_choose(initial, sot_index, always, start.rule.v, 1, at_sot);
+      ASSERT_EQ(session.n_cached(), t);
+      const std::vector<int32_t>& want_ids = want.ids;
+      const std::vector<float>& want_lps = want.logprobs;
+      // The host filters agree with that choice.
+      std::vector<float> row(size_t(at_sot.numel()));
+      session.reset();
+      const int64_t last = t - 1;
+      const Tensor logits = session.decode(initial, std::span<const int64_t>(&last, 1));
+      std::copy_n(logits.data<float>(), logits.numel(), row.begin());
+      for (const auto& f : filters) f->apply(row, initial);
+      EXPECT_EQ(int32_t(std::max_element(row.begin(), row.end()) - row.begin()), want_ids[0]);
+      if (timestamps) {
+        EXPECT_GE(want_ids[0], tok.timestamp_begin());  // the first is a timestamp
+      }
+
+      session.reset();
+      session.chain_begin_initial(initial, sot_index, start);
+      ASSERT_EQ(session.n_cached(), t);
+      const auto [id, logprob] = session.chain_result(t - 1);
+      EXPECT_EQ(id, want_ids[0]);
+      EXPECT_EQ(logprob, want_lps[0]);
+      const std::span<const float> chained_sot = session.chain_initial_logits();
+      ASSERT_EQ(int64_t(chained_sot.size()), at_sot.numel());
+      EXPECT_TRUE(std::equal(chained_sot.begin(), chained_sot.end(), at_sot.data<float>()));
+      // The next step decodes the chosen token: as decode_choose after it.
+      session.chain_launch();
+      const auto [next, next_lp] = session.chain_result(t);
+      std::vector<int32_t> seq = initial;
+      seq.push_back(id);
+      StepRule rule;
+      ASSERT_TRUE(step_rule(filters, seq, rule));
+      session.truncate(t);
+      const auto& step = session.decode_choose({&id, 1}, always, rule.v, 1);
+      EXPECT_EQ(next, step.ids[0]);
+      EXPECT_EQ(next_lp, step.logprobs[0]);
+    }
+  }
+}
+
 TEST(GreedyChain, SessionChecksItsCalls) {
   if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   WhisperSession session(WhisperModel::load(model_dir()));
@@ -294,6 +367,19 @@ TEST(GreedyChain, SessionChecksItsCalls) {
   EXPECT_THROW(session.chain_launch(), Error);   // the chain ended
   start.grammar.eot = 1;
   EXPECT_THROW(session.chain_begin(start), Error);  // other grammar values than the graphs'
+  start.grammar.eot = 50256;
+  EXPECT_THROW(session.chain_initial_logits(), Error);  // the chain began after tokens
+  session.reset();
+  start.token = sot;
+  const int32_t two[2] = {sot, 50359};
+  EXPECT_THROW(session.chain_begin_initial({two, 2}, 0, start), Error);   // token is not the last
+  EXPECT_THROW(session.chain_begin_initial({&sot, 1}, 1, start), Error);  // sot_index outside
+  EXPECT_EQ(session.n_cached(), 0);
+  session.chain_begin_initial({&sot, 1}, 0, start);
+  EXPECT_EQ(session.n_cached(), 1);
+  EXPECT_EQ(session.chain_initial_logits().size(), size_t(session.model().config().n_vocab));
+  session.fork(2);
+  EXPECT_THROW(session.chain_begin_initial({&sot, 1}, 0, start), Error);  // rows in use
 }
 
 }  // namespace
