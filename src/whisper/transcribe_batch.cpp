@@ -46,8 +46,11 @@ bool ragged_prefill_enabled() {
 // as padding allows: windows sorted by length share a pass (prefill_ragged, the shorter ones
 // padded) while it stays within kPrefillTokens rows and its pads are at most a quarter of
 // its real tokens. Only the two logits rows each window reads come back
-// (WindowSearch::first): at its <|startoftranscript|> and its last initial token.
-void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
+// (WindowSearch::first): at its <|startoftranscript|> and its last initial token. A pass's
+// windows take those rows on the CPU threads (each is a few passes over the vocabulary:
+// the no-speech probability, the timestamp rule, the first token's log-probability), unless
+// `serial` (a no-speech callback, which runs on the calling thread).
+void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches, bool serial) {
   const auto length = [&](int32_t i) {
     return int64_t(searches[size_t(i)].initial_tokens().size());
   };
@@ -80,10 +83,16 @@ void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches) {
     const Tensor logits = group.size() == 1 ? batch.prefill(group[0], tokens, rows)
                                             : batch.prefill_ragged(group, tokens, lengths, rows);
     const int64_t v = logits.dim(1);
-    for (size_t k = 0; k < group.size(); ++k) {
-      const float* at_sot = logits.data<float>() + int64_t(2 * k) * v;
-      searches[size_t(group[k])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
-    }
+    const auto first = [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const float* at_sot = logits.data<float>() + 2 * k * v;
+        searches[size_t(group[size_t(k)])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
+      }
+    };
+    if (serial)
+      first(0, int64_t(group.size()));
+    else
+      cpu_threads().parallel_for(int64_t(group.size()), 1, first);
   }
 }
 
@@ -192,7 +201,7 @@ std::vector<TranscribeResult> transcribe_batch(
                             attempt_options(loop.decode_options(), options, 0, loop.window().seek),
                             c.n_text_ctx);
     }
-    prefill(batch, searches);
+    prefill(batch, searches, bool(options.on_no_speech_prob));
     st.tokens += n;
     while (true) {
       check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,

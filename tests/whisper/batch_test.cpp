@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "audio/decode.h"
 #include "audio/mel.h"
@@ -490,6 +491,21 @@ TEST(TranscribeBatch, SyntheticMultilingualDetectsPerFileAsTranscribeDoes) {
     EXPECT_FALSE(alone[f].language.empty());
     expect_same(batched[f], alone[f], "synthetic file " + std::to_string(f));
   }
+  // With a no-speech callback the windows' first rows are read on the calling thread (else
+  // on the CPU threads); the results are the same.
+  const auto caller = std::this_thread::get_id();
+  int calls = 0, elsewhere = 0;
+  TranscribeOptions with_callback = o;
+  with_callback.on_no_speech_prob = [&](float p) {
+    ++calls;
+    elsewhere += std::this_thread::get_id() != caller;
+    EXPECT_TRUE(p >= 0.0f && p <= 1.0f) << p;
+  };
+  const auto called = transcribe_batch(batch, session, tok, samples, with_callback);
+  EXPECT_GE(calls, int(samples.size()));
+  EXPECT_EQ(elsewhere, 0);
+  for (size_t f = 0; f < samples.size(); ++f)
+    expect_same(called[f], batched[f], "with a callback, file " + std::to_string(f));
   size_t tokens = 0;
   for (const auto& r : alone)
     for (const auto& s : r.segments) tokens += s.tokens.size();
