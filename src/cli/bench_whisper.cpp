@@ -199,14 +199,26 @@ void pick_rows(WhisperSession& session, const std::vector<int32_t>& tokens,
 double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
                                int beam, int steps, DeviceChoice* choice) {
   session.reset();
-  const Tensor first = session.decode(prefix);
-  const int64_t n_vocab = first.dim(1);
-  const float* last = first.data<float>() + (first.dim(0) - 1) * n_vocab;
-  std::vector<int32_t> order(static_cast<size_t>(n_vocab));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + beam, order.end(),
-                    [&](int32_t a, int32_t b) { return last[a] > last[b]; });
-  std::vector<int32_t> tokens(order.begin(), order.begin() + beam);  // the top `beam` tokens
+  std::vector<int32_t> tokens;  // the first step's top `beam` tokens
+  StepRule first_rule;
+  if (choice && initial_choice_enabled() && step_rule(choice->filters, prefix, first_rule)) {
+    // As decode_encoded: the prefix's pass chooses beam + 1 candidates on the device under
+    // the first sampled position's rule row; only they and the <|startoftranscript|> row
+    // come back.
+    Tensor at_sot;
+    const auto& c = session.decode_initial_choose(prefix, choice->sot_index, choice->always,
+                                                  first_rule.v, beam + 1, at_sot);
+    tokens.assign(c.ids.begin(), c.ids.begin() + beam);
+  } else {
+    const Tensor first = session.decode(prefix);
+    const int64_t n_vocab = first.dim(1);
+    const float* last = first.data<float>() + (first.dim(0) - 1) * n_vocab;
+    std::vector<int32_t> order(static_cast<size_t>(n_vocab));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + beam, order.end(),
+                      [&](int32_t a, int32_t b) { return last[a] > last[b]; });
+    tokens.assign(order.begin(), order.begin() + beam);
+  }
   std::vector<int32_t> source(static_cast<size_t>(beam));
   std::iota(source.begin(), source.end(), 0);
   source.back() = 0;
