@@ -1,7 +1,11 @@
 // Op harness, GEMM-shaped ops: matmul, conv1d and attention on every built device and
 // float dtype, against plain double-precision loops written here.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/ops/attention.h"
@@ -233,6 +237,56 @@ TEST_P(Matmul, DecodeRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Matmul, ::testing::ValuesIn(op_params()), op_param_name);
+
+// Threads running the same GEMM shapes at once (the server's workers decode side by side on
+// the CPU) each get their own product, bit for bit what the call gives alone: the GEMM
+// library's cached kernels must not share scratch memory between threads. Decoder-step and
+// encoder-like shapes, with and without a bias.
+TEST(MatmulThreads, ConcurrentCallsMatchOneAtATime) {
+  struct Case {
+    int64_t m, n, k;
+    bool bias;
+  };
+  const std::vector<Case> shapes = {
+      {1, 384, 1536, true}, {3, 1152, 384, false}, {64, 1536, 384, true}};
+  constexpr int kThreads = 4, kRounds = 40;
+  const auto random_tensor = [](const Shape& shape, uint64_t seed) {
+    Tensor t = Tensor::empty(shape, DType::f32);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+    return t;
+  };
+  for (const Case& sh : shapes) {
+    SCOPED_TRACE("m " + std::to_string(sh.m) + " n " + std::to_string(sh.n) + " k " +
+                 std::to_string(sh.k));
+    const Tensor b = random_tensor({sh.n, sh.k}, 11);
+    const Tensor bias = random_tensor({sh.n}, 12);
+    MatmulOptions opt;
+    opt.trans_b = true;
+    if (sh.bias) opt.bias = &bias;
+    std::vector<Tensor> a, want;
+    for (int t = 0; t < kThreads; ++t) {
+      a.push_back(random_tensor({sh.m, sh.k}, uint64_t(100 + t)));
+      want.push_back(Tensor::empty({sh.m, sh.n}, DType::f32));
+      matmul(a.back(), b, want.back(), opt);
+    }
+    std::atomic<int> mismatched{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        Tensor out = Tensor::empty({sh.m, sh.n}, DType::f32);
+        for (int r = 0; r < kRounds; ++r) {
+          matmul(a[size_t(t)], b, out, opt);
+          if (std::memcmp(out.raw(), want[size_t(t)].raw(), size_t(out.nbytes())) != 0)
+            mismatched.fetch_add(1);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(mismatched.load(), 0) << "of " << kThreads * kRounds << " calls";
+  }
+}
 
 // ---------------------------------------------------------------------------- conv1d
 

@@ -1,7 +1,8 @@
 // CPU matmul on a GEMM library: c = alpha * a @ op(b) (+ bias) + beta * c.
 //   oneDNN (PARLEY_GEMM_ONEDNN): f32, and bf16 where the CPU has bf16 kernels (AVX-512 /
 //     AMX); one primitive per problem, cached. Anything it has no kernel for (f16, bf16 on
-//     an AVX2-only CPU) is converted to f32 first.
+//     an AVX2-only CPU) is converted to f32 first. Each primitive runs on the calling
+//     thread's own scratchpad, so threads may run the same cached primitive at once.
 //   OpenBLAS (PARLEY_GEMM_OPENBLAS): cblas_sgemm; 16-bit inputs are converted to f32 first.
 // A 3-D a with a 2-D b folds the batch into M. bias and beta: either the GEMM library adds
 // the bias itself (alpha = 1, beta = 0, the common Linear case), or c is first set to
@@ -15,7 +16,9 @@
 
 #if defined(PARLEY_GEMM_ONEDNN)
 #include <bit>
+#include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -136,6 +139,11 @@ Primitive create(const PrimitiveKey& key) {
   const dn::memory::desc wei_md(wei, dnnl_type(key.ab), wei_tag);
   const dn::memory::desc dst_md(dst, dnnl_type(key.c), plain);
   dn::primitive_attr attr;
+  // The scratchpad is ours (scratchpad()): a cached primitive runs on whichever thread asks,
+  // several at once in the server's workers, and oneDNN's own scratchpad (with Debian's
+  // default DNNL_ENABLE_CONCURRENT_EXEC=OFF, one shared by every primitive of the creating
+  // thread) is not safe for that: concurrent transcriptions got each other's partial sums.
+  attr.set_scratchpad_mode(dn::scratchpad_mode::user);
   const float alpha = std::bit_cast<float>(key.alpha_bits);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (key.accumulate) {
@@ -170,6 +178,24 @@ Primitive lookup(const PrimitiveKey& key) {
   return cache.emplace(key, create(key)).first->second;
 }
 
+// The calling thread's scratchpad for a primitive execution: at least `bytes`, 64-byte
+// aligned, grown and never shrunk (a thread runs one primitive at a time).
+void* scratchpad(size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buf;
+  constexpr size_t kAlign = 64;
+  if (buf.size < bytes + kAlign) {
+    buf.size = bytes + kAlign;
+    buf.data = std::make_unique<std::byte[]>(buf.size);
+  }
+  void* p = buf.data.get();
+  size_t space = buf.size;
+  return std::align(kAlign, bytes, p, space);
+}
+
 // Runs the GEMM with oneDNN if it has a kernel for these dtypes; false if not.
 bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
                  const MatmulOptions& opt) {
@@ -200,6 +226,9 @@ bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
   if (native_bias)
     args.emplace(DNNL_ARG_BIAS,
                  dn::memory(p.pd->bias_desc(), eng, const_cast<void*>(opt.bias->raw())));
+  const dn::memory::desc scratch = p.pd->scratchpad_desc();
+  if (const size_t bytes = scratch.get_size(); bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(scratch, eng, scratchpad(bytes)));
   try {
     dn::stream& stream = dnnl_stream();
     p.prim->execute(stream, args);
