@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "audio/decode.h"
 #include "audio/mel.h"
@@ -573,6 +577,54 @@ TEST(TranscribeReal, SampledTranscriptDependsOnlyOnTheSeed) {
   bool differs = false;
   for (uint64_t seed = 12; seed < 15 && !differs; ++seed) differs = tokens(seed) != a;
   EXPECT_TRUE(differs);  // at T = 1 tiny.en's choices spread
+}
+
+// Sessions of one model transcribing in several threads at once (as the server's workers
+// do) get what each gets alone, token for token and score for score: nothing a session
+// computes with is shared (the GEMM library's scratch memory once was).
+TEST(TranscribeReal, SessionsInThreadsTranscribeAsAlone) {
+  if (!std::filesystem::exists(model_dir() + "/model.bin")) {
+    GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  }
+  const auto model = WhisperModel::load(model_dir());
+  const std::vector<std::string> names = {"jfk.wav", "english.wav", "hotwords.mp3"};
+  std::vector<std::vector<float>> samples;
+  for (const auto& name : names)
+    samples.push_back(load_audio(std::string(PARLEY_TEST_DATA) + "/audio/" + name));
+  TranscribeOptions o;
+  o.temperatures = {0.0f};
+  const auto run = [&](WhisperSession& session, size_t i) {
+    std::vector<int32_t> tokens;
+    std::vector<float> scores;
+    for (const auto& s : transcribe(session, english(), samples[i], o).segments) {
+      tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+      scores.push_back(s.avg_logprob);
+      scores.push_back(s.no_speech_prob);
+    }
+    return std::make_pair(tokens, scores);
+  };
+  std::vector<std::pair<std::vector<int32_t>, std::vector<float>>> alone;
+  {
+    WhisperSession session(model);
+    for (size_t i = 0; i < names.size(); ++i) alone.push_back(run(session, i));
+  }
+  constexpr int kRounds = 2;
+  std::vector<std::vector<std::pair<std::vector<int32_t>, std::vector<float>>>> got(names.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < names.size(); ++i) {
+    threads.emplace_back([&, i] {
+      WhisperSession session(model);
+      for (int r = 0; r < kRounds; ++r) got[i].push_back(run(session, i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_GT(alone[i].first.size(), 3u) << names[i];
+    for (int r = 0; r < kRounds; ++r) {
+      EXPECT_EQ(got[i][size_t(r)].first, alone[i].first) << names[i] << " round " << r;
+      EXPECT_EQ(got[i][size_t(r)].second, alone[i].second) << names[i] << " round " << r;
+    }
+  }
 }
 
 TEST(TranscribeReal, TokenLogprobsAddUpToTheWindowsScore) {
