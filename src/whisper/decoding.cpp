@@ -655,11 +655,12 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
                 .reshape({1, n_vocab});
         check_logits(at_sot, 1, n_vocab);
         result.no_speech_prob = no_speech_prob_of(at_sot, 0, tokenizer);
-        // Every row starts from the same choices.
+        // Every row starts from the same choices (row 0's, copied to the others).
+        chosen_ids.resize(size_t(n_group * top_k));
+        chosen_logprobs.resize(size_t(n_group * top_k));
         for (int r = 1; r < n_group; ++r) {
-          chosen_ids.insert(chosen_ids.end(), chosen_ids.begin(), chosen_ids.begin() + top_k);
-          chosen_logprobs.insert(chosen_logprobs.end(), chosen_logprobs.begin(),
-                                 chosen_logprobs.begin() + top_k);
+          std::copy_n(chosen_ids.begin(), top_k, chosen_ids.begin() + r * top_k);
+          std::copy_n(chosen_logprobs.begin(), top_k, chosen_logprobs.begin() + r * top_k);
         }
       } else {
         const std::array<int64_t, 2> wanted = {plan.sot_index, int64_t(initial.size()) - 1};
