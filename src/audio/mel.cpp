@@ -155,10 +155,14 @@ Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames) {
       mel.ndim() == 2 && mel.dtype() == DType::f32,
       "[mel] pad_or_trim_frames expects an f32 [n_mels, n_frames] tensor, got " + mel.describe());
   check_arg(frames >= 0, "[mel] frames must be non-negative");
+  return mel_columns(mel, 0, std::min(mel.dim(1), frames), frames);
+}
+
+Tensor mel_columns(const Tensor& mel, int64_t begin, int64_t count, int64_t frames) {
   Tensor out = mel.device() == Device::cpu
                    ? Tensor::empty({mel.dim(0), frames}, DType::f32)
                    : mel_pool(mel.device()).alloc({mel.dim(0), frames}, DType::f32);
-  copy_columns(mel, 0, std::min(mel.dim(1), frames), out);
+  copy_columns(mel, begin, count, out);
   return out;
 }
 

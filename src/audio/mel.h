@@ -36,4 +36,9 @@ Tensor log_mel_spectrogram(std::span<const float> samples, int n_mels, int64_t p
 // log-mel domain). A device result comes from mel_pool (mel_device.h).
 Tensor pad_or_trim_frames(const Tensor& mel, int64_t frames = kChunkFrames);
 
+// mel[:, begin : begin + count] of an f32 [n_mels, n] mel, zero-padded to [n_mels, frames] on
+// mel's device (count <= frames; a device result comes from mel_pool, so a window costs no
+// cudaMalloc / cudaFree): a seek window of transcription, pad_or_trim_frames.
+Tensor mel_columns(const Tensor& mel, int64_t begin, int64_t count, int64_t frames);
+
 }  // namespace parley

@@ -10,7 +10,6 @@
 #include "audio/mel.h"
 #include "audio/mel_device.h"
 #include "engine/error.h"
-#include "engine/ops/spectral.h"
 #include "whisper/model.h"
 #include "whisper/seek_loop.h"
 #include "whisper/tokenizer.h"
@@ -19,13 +18,9 @@ namespace parley {
 namespace {
 
 // mel[:, seek : seek + frames] zero-padded to 3000 frames: pad_or_trim in the log-mel domain,
-// on the mel's device (from the mel pool there: no cudaMalloc / cudaFree per window).
+// on the mel's device.
 Tensor mel_window(const Tensor& mel, int64_t seek, int64_t frames) {
-  Tensor out = mel.device() == Device::cpu
-                   ? Tensor::empty({mel.dim(0), kChunkFrames}, DType::f32)
-                   : mel_pool(mel.device()).alloc({mel.dim(0), kChunkFrames}, DType::f32);
-  copy_columns(mel, seek, frames, out);
-  return out;
+  return mel_columns(mel, seek, frames, kChunkFrames);
 }
 
 void check_options(const TranscribeOptions& o) {
