@@ -111,31 +111,45 @@ int32_t raw_argmax(const Tensor& logits, int64_t row) {
   return int32_t(std::max_element(p, p + n_vocab) - p);
 }
 
+// The chain's start after `seq` (the prefix, or the prefix and the first token) under the
+// window's filters.
+GreedyChainStart chain_start(const DeviceChoice& choice, const std::vector<int32_t>& seq,
+                             int sample_begin) {
+  GreedyChainStart start;
+  check(greedy_chain_start(choice.filters, seq, sample_begin, true, choice.always, choice.grammar,
+                           start),
+        ErrorKind::internal, "[bench] the default filters have no rule form after the sequence");
+  return start;
+}
+
+// `steps` chained steps from the chain's start (session.n_cached()): step t + 1 is queued
+// before step t's token is read, as decode_encoded runs them.
+void run_chain(WhisperSession& session, int steps) {
+  const int begin = session.n_cached();
+  for (int i = 0; i < steps; ++i) {
+    session.chain_launch();
+    if (i > 0) session.chain_result(begin + i - 1);
+  }
+  session.chain_result(begin + steps - 1);
+}
+
 // Milliseconds per decoder step over `steps` single-token steps after the sot sequence
 // (the prefill is not counted). Each step feeds the previous step's choice, eot included, so
 // exactly `steps` steps run whatever the audio says.
 double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int32_t>& prefix,
                                   int steps, DeviceChoice* choice) {
   session.reset();
+  const int sample_begin = int(prefix.size());
   if (choice && choice->chain && initial_choice_enabled()) {
     // As decode_encoded: the prefix's pass is the chain's first step and chooses the first
     // token on the device; every later step's token and rule row come from the step before
     // it there; the host reads ids one step behind. The clock starts once the first token is
     // read (the prefix's pass is not counted).
-    GreedyChainStart start;
-    check(greedy_chain_start(choice->filters, prefix, int(prefix.size()), true, choice->always,
-                             choice->grammar, start),
-          ErrorKind::internal,
-          "[bench] the default filters have no rule form at the first sampled position");
-    session.chain_begin_initial(prefix, choice->sot_index, start);
-    const int first = session.n_cached() - 1;
-    session.chain_result(first);
+    session.chain_begin_initial(prefix, choice->sot_index,
+                                chain_start(*choice, prefix, sample_begin));
+    session.chain_result(session.n_cached() - 1);
     const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) {
-      session.chain_launch();
-      if (i > 0) session.chain_result(first + i);
-    }
-    session.chain_result(first + steps);
+    run_chain(session, steps);
     return ms_since(t0) / steps;
   }
   const int64_t last_row = int64_t(prefix.size()) - 1;
@@ -146,18 +160,8 @@ double forced_decode_ms_per_token(WhisperSession& session, const std::vector<int
   if (choice && choice->chain) {
     // PARLEY_INITIAL_CHOICE=0: the first token from the host, then the chain as above.
     seq.push_back(next);
-    GreedyChainStart start;
-    check(greedy_chain_start(choice->filters, seq, int(prefix.size()), true, choice->always,
-                             choice->grammar, start),
-          ErrorKind::internal,
-          "[bench] the default filters have no rule form after the first token");
-    session.chain_begin(start);
-    const int begin = session.n_cached();
-    for (int i = 0; i < steps; ++i) {
-      session.chain_launch();
-      if (i > 0) session.chain_result(begin + i - 1);
-    }
-    session.chain_result(begin + steps - 1);
+    session.chain_begin(chain_start(*choice, seq, sample_begin));
+    run_chain(session, steps);
     return ms_since(t0) / steps;
   }
   for (int i = 0; i < steps; ++i) {
