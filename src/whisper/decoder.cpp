@@ -286,7 +286,7 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
   return final_logits(pool_, x, w, c.n_vocab);
 }
 
-void WhisperSession::check_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
+void WhisperSession::begin_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
                                 const std::string& what) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
@@ -302,6 +302,7 @@ void WhisperSession::check_pass(std::span<const int32_t> tokens, std::span<const
                                    std::to_string(t) + ")");
   check_arg(!rows_active(), what + ": rows are in use (fork); use decode_rows");
   n_rows_ = 0;  // rows of an earlier window end here
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
 }
 
 Tensor WhisperSession::initial_logits(std::span<const int32_t> tokens, int64_t sot_index,
@@ -310,8 +311,7 @@ Tensor WhisperSession::initial_logits(std::span<const int32_t> tokens, int64_t s
   using namespace whisper;
   const int64_t t = int64_t(tokens.size()), offset = n_cached_;
   const std::array<int64_t, 2> rows = {sot_index, t - 1};
-  check_pass(tokens, rows, what);
-  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  begin_pass(tokens, rows, what);
   // One upload: the token ids, the two rows wanted, then `extra`.
   std::vector<int32_t> staged(tokens.begin(), tokens.end());
   staged.push_back(int32_t(rows[0]));
@@ -327,8 +327,7 @@ Tensor WhisperSession::initial_logits(std::span<const int32_t> tokens, int64_t s
 
 Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const int64_t> rows) {
   using namespace whisper;
-  check_pass(tokens, rows, "[whisper] decode");
-  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  begin_pass(tokens, rows, "[whisper] decode");
   const int64_t t = int64_t(tokens.size()), offset = n_cached_;
   const Device dev = model_->device();
 
@@ -423,7 +422,7 @@ const WhisperSession::Choices& WhisperSession::decode_initial_choose(
   const Tensor logits = initial_logits(tokens, sot_index, rule, &rule_row, what);  // [2, n_vocab]
   rule_row = rule_row.reshape({1, kRuleWidth});
   const std::vector<Tensor> out = top_k_choices(pool_, logits.slice0(1, 2), mask, rule_row, k);
-  sot_logits = Tensor::empty({c.n_vocab}, DType::f32);
+  sot_logits = host_pool_.alloc({c.n_vocab}, DType::f32);
   sot_logits.copy_from(logits.slice0(0, 1).reshape({c.n_vocab}));
   read_choices(out[0], out[1], choices_.ids, choices_.logprobs);
   return choices_;

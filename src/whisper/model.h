@@ -241,9 +241,10 @@ class WhisperSession {
   // rows_step's forward pass on its inputs: f32 logits [rows, n_vocab] on the model's
   // device. Device work only (a graph may capture it).
   Tensor rows_logits(const whisper::RowsInput& in, int64_t offset);
-  // decode()'s checks for `t` new tokens with logits rows `rows` (indices into them); ends
-  // rows of an earlier window. `what` names the caller in errors.
-  void check_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
+  // The start of a decoder pass over `tokens` after the cached ones (decode(), the initial
+  // pass): the checks, with logits rows `rows` (indices into tokens); ends rows of an earlier
+  // window; counts the run. `what` names the caller in errors.
+  void begin_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
                   const std::string& what);
   // A window's initial pass (decode_initial_choose, chain_begin_initial): the forward pass
   // over `tokens` after the cached ones, keeping the logits of positions sot_index and the
