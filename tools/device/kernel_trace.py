@@ -8,6 +8,10 @@ critical path: with programmatic launches kernels overlap, so durations do not a
 Kernels outside graphs (mel, encoder, prefix) are summed by name.
 
     python3 tools/device/kernel_trace.py trace.csv [--top 25]
+
+--timeline cuts the trace into runs at each STFT kernel (every end-to-end run starts with
+the mel) and prints, per run, its span, the GPU's idle time inside it and the largest idle
+gaps with the kernels on either side: where the host kept the device waiting.
 """
 import argparse
 import collections
@@ -24,6 +28,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--timeline", action="store_true")
+    ap.add_argument("--gaps", type=int, default=8, help="gaps listed per run (--timeline)")
     args = ap.parse_args()
     rows = []
     with open(args.trace) as f:
@@ -31,6 +37,9 @@ def main():
             rows.append((int(r["start_ns"]), int(r["end_ns"]), int(r["graph_id"]),
                          int(r["graph_node_id"]), r["name"], r["grid"]))
     rows.sort()
+    if args.timeline:
+        timeline(rows, args.gaps)
+        return
     graphs = collections.defaultdict(list)
     eager = collections.defaultdict(list)
     for row in rows:
@@ -78,6 +87,31 @@ def main():
     tot = sorted(((sum(r[1] - r[0] for r in v), len(v), k) for k, v in eager.items()), reverse=True)
     for t, n, k in tot[: args.top]:
         print(f"{t / 1e3:10.1f} us {n:6d} calls {t / n / 1e3:8.2f} us each  {short(k)}")
+
+
+def timeline(rows, n_gaps):
+    starts = [i for i, r in enumerate(rows) if "stft_frames" in r[4]] + [len(rows)]
+    for a, b in zip(starts, starts[1:]):
+        run = rows[a:b]
+        end, idle, gaps = run[0][1], 0, []
+        for prev, cur in zip(run, run[1:]):
+            if cur[0] > end:
+                idle += cur[0] - end
+                gaps.append((cur[0] - end, short(prev[4], 40), short(cur[4], 40), cur[2] != 0))
+            end = max(end, cur[1])
+        span = end - run[0][0]
+        n_graph = sum(1 for r in run if r[2])
+        print(f"\n== run at +{(run[0][0] - rows[0][0]) / 1e6:.1f} ms: span {span / 1e3:.1f} us, "
+              f"{len(run)} kernels ({n_graph} in graphs), GPU idle {idle / 1e3:.1f} us")
+        by_kind = collections.defaultdict(lambda: [0, 0])
+        for g, _, after, in_graph in gaps:
+            k = "before a graph replay" if in_graph else "before " + after
+            by_kind[k][0] += 1
+            by_kind[k][1] += g
+        for k, (n, g) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])[:n_gaps]:
+            print(f"  idle {g / 1e3:8.1f} us in {n:4d} gaps {k}")
+        for g, before, after, _ in sorted(gaps, reverse=True)[:n_gaps]:
+            print(f"  gap {g / 1e3:8.1f} us  after {before}  before {after}")
 
 
 if __name__ == "__main__":
