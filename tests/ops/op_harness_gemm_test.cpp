@@ -145,6 +145,48 @@ TEST_P(Matmul, Gelu) {
   run({.m = 37, .n = 53, .k = 29, .bias = true, .bias_f32 = true, .gelu = true});
 }
 
+// Each path's GELU against both forms, on c = gelu(x) for x over [-5, 5] (a has x in column
+// 0, b picks it: the product is x exactly): 1024 rows take cuBLASLt on CUDA (its GELU_BIAS
+// epilogue in 16 bits, the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), which
+// is within 4.7e-4 of the erf form at every x), 3 rows the few-row kernel's exact erf. Either
+// way c stays within that bound plus half a unit in the last place of c's dtype of the erf
+// form, which a missing bias, a ReLU or a sigmoid form (1.702) would exceed.
+TEST_P(Matmul, GeluWithinTheTanhFormOfErf) {
+  for (const int64_t m : {int64_t(1024), int64_t(3)}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    constexpr int64_t k = 8, n = 8;
+    std::vector<float> xa(size_t(m * k), 0.0f), xb(size_t(n * k), 0.0f), zero(size_t(n), 0.0f);
+    for (int64_t i = 0; i < m; ++i) xa[size_t(i * k)] = -5.0f + 10.0f * float(i) / float(m);
+    for (int64_t j = 0; j < n; ++j) xb[size_t(j * k)] = 1.0f;
+    const HostTensor a = host_tensor(xa, {m, k}, dtype()), b = host_tensor(xb, {n, k}, dtype());
+    const HostTensor bias = host_tensor(zero, {n}, dtype());
+    Tensor da = dev(a.t), db = dev(b.t), dbias = dev(bias.t), c = out({m, n});
+    MatmulOptions opt;
+    opt.trans_b = true;
+    opt.bias = &dbias;
+    opt.gelu = true;
+    matmul(da, db, c, opt);
+    const std::vector<float> got = read_floats(c);
+    double err_erf = 0.0, err_tanh = 0.0, bound = 0.0;
+    const double half_ulp = dtype() == DType::f32 ? 0x1p-24 : (dtype() == DType::f16 ? 0x1p-11 : 0x1p-8);
+    for (int64_t i = 0; i < m; ++i) {
+      const double x = a.v[size_t(i * k)];
+      const double erf_form = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+      const double tanh_form =
+          0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+      for (int64_t j = 0; j < n; ++j) {
+        const double g = got[size_t(i * n + j)];
+        err_erf = std::max(err_erf, std::abs(g - erf_form));
+        err_tanh = std::max(err_tanh, std::abs(g - tanh_form));
+        bound = std::max(bound, std::abs(g - erf_form) - (4.8e-4 + half_ulp * std::abs(erf_form)));
+      }
+    }
+    std::printf("[gelu form] %s m %lld: max |c - erf form| %.3g, max |c - tanh form| %.3g\n",
+                ::testing::PrintToString(GetParam()).c_str(), (long long)m, err_erf, err_tanh);
+    EXPECT_LE(bound, 0.0) << "max |c - erf form| " << err_erf;
+  }
+}
+
 TEST_P(Matmul, GeluNeedsBetaZero) {
   const Tensor a = dev(random({2, 8}).t), b = dev(random({4, 8}).t);
   Tensor c = out({2, 4}, dtype());

@@ -217,6 +217,19 @@ TEST_P(Norm, DecoderRows) {
   run(false, 1001, DType::f32, 0.25f, 3);
 }
 
+// Many rows (the encoder's 1500, a batched step's): on CUDA a block per row with the row in
+// registers in 16-byte packs and gamma and beta read after the statistics (they are held
+// from before the wait only up to 8 rows); D from one pack (8) to 2056.
+TEST_P(Norm, ManyRows) {
+  for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
+           {1501, 1280}, {9, 2048}, {33, 1024}, {10, 8}, {13, 2056}, {12, 1000}}) {
+    run(false, d, dtype(), 1e-5f, rows);
+    run(true, d, dtype(), 1e-5f, rows);
+  }
+  run(false, 1280, DType::f32, 0.25f, 40);
+  run(true, 2048, DType::f32, 0.25f, 17);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, Norm, ::testing::ValuesIn(op_params()), op_param_name);
 
 // ---------------------------------------------------------------------------- softmax
