@@ -168,7 +168,8 @@ TEST_P(Matmul, GeluWithinTheTanhFormOfErf) {
     matmul(da, db, c, opt);
     const std::vector<float> got = read_floats(c);
     double err_erf = 0.0, err_tanh = 0.0, bound = 0.0;
-    const double half_ulp = dtype() == DType::f32 ? 0x1p-24 : (dtype() == DType::f16 ? 0x1p-11 : 0x1p-8);
+    const double half_ulp =
+        dtype() == DType::f32 ? 0x1p-24 : (dtype() == DType::f16 ? 0x1p-11 : 0x1p-8);
     for (int64_t i = 0; i < m; ++i) {
       const double x = a.v[size_t(i * k)];
       const double erf_form = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
