@@ -14,7 +14,9 @@
 //           step at offset o reads row o % 2 and writes row (o + 1) % 2, so it reads the same
 //           inputs when it runs twice (decode_graphs.h: eagerly, then as the captured graph).
 //   history i32 [n_text_ctx, 2]: per offset the chosen id and the bits of its f32
-//           log-probability, side by side so one 8-byte copy brings both to the host.
+//           log-probability. On CUDA it is pinned host memory that masked_topk writes
+//           directly (no copy after the step), and the host reads it once the step's event
+//           has completed.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -36,11 +38,13 @@ constexpr int64_t kIoWidth = 1 + kRuleWidth + kTimestampRuleState;
 }  // namespace
 
 struct WhisperSession::Chain {
-  Tensor io;       // i32 [2, kIoWidth]
-  Tensor history;  // i32 [n_text_ctx, 2]
-  // CUDA: the history's pinned copy, and per offset an event recorded after its copy.
-  std::shared_ptr<int32_t> pinned;
-  std::vector<std::unique_ptr<cuda::Event>> copied;
+  Tensor io;  // i32 [2, kIoWidth]
+  // i32 [n_text_ctx, 2]. On CUDA pinned host memory, which kernels write over the bus (UVA:
+  // the host pointer is valid on the device): a copy to pinned memory after each step
+  // instead cost 10 us between graph replays (11.6 -> 1.5 us on the H200, bench/RESULTS.md).
+  Tensor history;
+  // CUDA: per offset an event recorded after the step (chain_result waits for it).
+  std::vector<std::unique_ptr<cuda::Event>> done;
   // chain_begin_initial: position sot_index's logits on the CPU (pinned memory on CUDA), and
   // the offset of the initial pass's choice (-1: the chain began with chain_begin).
   std::shared_ptr<float> initial_logits;
@@ -57,17 +61,20 @@ void WhisperSession::chain_setup(const GreedyChainStart& start) {
   if (!chain_) {  // once per session
     auto ch = std::make_shared<Chain>();
     ch->io = Tensor::zeros({2, kIoWidth}, DType::i32, dev);
-    ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
     const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
     if (dev == Device::cuda) {
-      ch->pinned = std::shared_ptr<int32_t>(
-          static_cast<int32_t*>(cuda::malloc_pinned(size_t(ch->history.nbytes()))),
+      const size_t history_bytes = size_t(c.n_text_ctx) * 2 * sizeof(int32_t);
+      const std::shared_ptr<int32_t> pinned(
+          static_cast<int32_t*>(cuda::malloc_pinned(history_bytes)),
           [](int32_t* p) { cuda::free_pinned(p); });
+      std::memset(pinned.get(), 0, history_bytes);
+      ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, 2}, DType::i32, dev, pinned);
       ch->initial_logits =
           std::shared_ptr<float>(static_cast<float*>(cuda::malloc_pinned(row_bytes)),
                                  [](float* p) { cuda::free_pinned(p); });
-      for (int i = 0; i < c.n_text_ctx; ++i) ch->copied.push_back(std::make_unique<cuda::Event>());
+      for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
     } else {
+      ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
       ch->initial_logits =
           std::shared_ptr<float>(new float[size_t(c.n_vocab)](), std::default_delete<float[]>());
     }
@@ -134,7 +141,7 @@ void WhisperSession::chain_begin_initial(std::span<const int32_t> tokens, int64_
     cuda::memcpy_d2h_async(row, at_sot.raw(), row_bytes);
   else
     std::memcpy(row, at_sot.raw(), row_bytes);
-  chain_copy_back(at);
+  chain_record(at);
   chain_->initial = int(at);
   chain_->begin = int(at);
   chain_next_ = n_cached_;
@@ -143,7 +150,7 @@ void WhisperSession::chain_begin_initial(std::span<const int32_t> tokens, int64_
 std::span<const float> WhisperSession::chain_initial_logits() {
   check_arg(chain_ && chain_->initial >= 0 && chain_->initial < n_cached_,
             "[whisper] chain_initial_logits: the chain did not begin at an initial pass");
-  if (model_->device() == Device::cuda) chain_->copied[size_t(chain_->initial)]->wait();
+  if (model_->device() == Device::cuda) chain_->done[size_t(chain_->initial)]->wait();
   return {chain_->initial_logits.get(), size_t(model_->config().n_vocab)};
 }
 
@@ -164,12 +171,8 @@ void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
                          state, token, rule, ch.grammar);
 }
 
-void WhisperSession::chain_copy_back(int64_t offset) {
-  if (model_->device() != Device::cuda) return;
-  Chain& ch = *chain_;
-  cuda::memcpy_d2h_async(ch.pinned.get() + 2 * offset, ch.history.data<int32_t>() + 2 * offset,
-                         2 * sizeof(int32_t));
-  ch.copied[size_t(offset)]->record();
+void WhisperSession::chain_record(int64_t offset) {
+  if (model_->device() == Device::cuda) chain_->done[size_t(offset)]->record();
 }
 
 void WhisperSession::chain_launch() {
@@ -190,7 +193,7 @@ void WhisperSession::chain_launch() {
     graphs_->step(int(offset), DecodeGraphs::Kind::chain, forward);
   else
     forward();
-  chain_copy_back(offset);
+  chain_record(offset);
   n_cached_ = int(offset + 1);
   chain_next_ = n_cached_;
 }
@@ -200,13 +203,8 @@ std::pair<int32_t, float> WhisperSession::chain_result(int offset) {
       chain_ && offset >= chain_->begin && offset < n_cached_ &&
           (chain_next_ < 0 || offset < chain_next_),
       "[whisper] chain_result: no chained step was launched at offset " + std::to_string(offset));
-  const int32_t* h = nullptr;
-  if (model_->device() == Device::cuda) {
-    chain_->copied[size_t(offset)]->wait();
-    h = chain_->pinned.get() + 2 * offset;
-  } else {
-    h = chain_->history.data<int32_t>() + 2 * offset;
-  }
+  if (model_->device() == Device::cuda) chain_->done[size_t(offset)]->wait();
+  const int32_t* h = chain_->history.data<int32_t>() + 2 * offset;
   float logprob = 0;
   std::memcpy(&logprob, h + 1, sizeof(float));
   return {h[0], logprob};

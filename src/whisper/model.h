@@ -259,9 +259,9 @@ class WhisperSession {
   // under io row offset % 2's rule into the history, then advance_timestamp_rule into io row
   // (offset + 1) % 2. Device work only (a graph may capture it).
   void chain_choose(const Tensor& logits, int64_t offset);
-  // After the step at `offset` was queued: on CUDA its history entry's copy to pinned memory
-  // and the event chain_result waits for.
-  void chain_copy_back(int64_t offset);
+  // After the step at `offset` was queued: on CUDA the event chain_result waits for (the
+  // step writes its history entry straight into pinned memory).
+  void chain_record(int64_t offset);
 
   std::shared_ptr<const WhisperModel> model_;
   Pool pool_;       // scratch on the model's device
