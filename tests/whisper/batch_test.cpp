@@ -30,6 +30,7 @@ namespace parley {
 namespace {
 
 using whisper_test::english;
+using whisper_test::kNeedsFfmpeg;
 using whisper_test::model_dir;
 namespace fs = std::filesystem;
 
@@ -78,6 +79,7 @@ float max_abs_diff(const float* a, const float* b, int64_t n) {
 // ---------------------------------------------------------------- WhisperBatchSession
 
 TEST(WhisperBatchSession, StepLogitsOfRowsAtDifferentPositionsEqualSeparateSessions) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
   const int n_mels = model->config().n_mels;
@@ -135,6 +137,7 @@ TEST(WhisperBatchSession, StepLogitsOfRowsAtDifferentPositionsEqualSeparateSessi
 }
 
 TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
   const int n_mels = model->config().n_mels;
@@ -182,6 +185,7 @@ TEST(WhisperBatchSession, BatchedPrefillEqualsSeparateSessions) {
 // equal a separate session's, and the steps after it (one per slot, two rounds) read only
 // the slot's own cached positions, never the pads written past its length.
 TEST(WhisperBatchSession, RaggedPrefillEqualsSeparateSessions) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
   const int n_mels = model->config().n_mels;
@@ -283,6 +287,7 @@ TEST(WhisperBatchSession, PrefillRowsAreThoseRowsOfTheFullLogits) {
 // step_argmax (the argmax of each row on the model's device) picks what the argmax of
 // step()'s host logits picks, and both advance the slots alike.
 TEST(WhisperBatchSession, StepArgmaxEqualsArgmaxOfStepLogits) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
   const int n_mels = model->config().n_mels;
@@ -414,6 +419,7 @@ void expect_same(const TranscribeResult& batched, const TranscribeResult& alone,
 }
 
 TEST(TranscribeBatch, EveryFileGetsWhatTranscribeGivesItAlone) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
   const auto& tok = english();
@@ -465,6 +471,7 @@ TEST(TranscribeBatch, EveryFileGetsWhatTranscribeGivesItAlone) {
 // file, then batched windows with the per-file result; greedy only and short windows (its
 // random text fails every fallback threshold).
 TEST(TranscribeBatch, SyntheticMultilingualDetectsPerFileAsTranscribeDoes) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   const fs::path dir =
       fs::temp_directory_path() / ("parley_batch_test_synth_" + std::to_string(::getpid()));
   fs::remove_all(dir);

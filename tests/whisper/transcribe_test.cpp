@@ -25,6 +25,7 @@ namespace parley {
 namespace {
 
 using whisper_test::english;
+using whisper_test::kNeedsFfmpeg;
 using whisper_test::model_dir;
 using whisper_test::multilingual;
 
@@ -538,6 +539,7 @@ namespace {
 // Vocabulary hints on the real model: hotwords.mp3 says "ComfyUI", which tiny.en writes as
 // "comfy eye" without a hint (measured 2026-11-30).
 TEST(TranscribeReal, HotwordsTeachTheRealModelAWord) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!std::filesystem::exists(model_dir() + "/model.bin")) {
     GTEST_SKIP() << "no tiny.en model at " << model_dir();
   }
@@ -583,6 +585,7 @@ TEST(TranscribeReal, SampledTranscriptDependsOnlyOnTheSeed) {
 // do) get what each gets alone, token for token and score for score: nothing a session
 // computes with is shared (the GEMM library's scratch memory once was).
 TEST(TranscribeReal, SessionsInThreadsTranscribeAsAlone) {
+  if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;
   if (!std::filesystem::exists(model_dir() + "/model.bin")) {
     GTEST_SKIP() << "no tiny.en model at " << model_dir();
   }

@@ -27,6 +27,11 @@ inline const WhisperTokenizer& multilingual() {
   return tok;
 }
 
+// Why a test that reads mp3, aiff or 44.1 kHz audio skips in a build without FFmpeg (such as
+// the GPU machine's; CI's build has it): `if (!has_ffmpeg()) GTEST_SKIP() << kNeedsFfmpeg;`.
+inline constexpr const char* kNeedsFfmpeg =
+    "built without FFmpeg: the test reads mp3, aiff or 44.1 kHz audio";
+
 // The real tiny.en (CTranslate2) that scripts/setup.sh installs; tests/CMakeLists.txt sets
 // PARLEY_TEST_MODEL_DIR. Tests that need it skip when its model.bin is missing.
 inline std::string model_dir() { return PARLEY_TEST_MODEL_DIR; }
