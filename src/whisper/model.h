@@ -198,18 +198,19 @@ class WhisperSession {
   // t + 1 before it reads step t's id. chain_begin(start) starts after the cached tokens
   // (uploads start.token, its rule row and state; the suppress mask as decode_choose).
   // chain_launch() queues the next step at n_cached() and advances n_cached(): on CUDA one
-  // graph per offset (decode_graphs.h), whose masked_topk writes its id and log-probability
-  // straight into pinned host memory, and an event after it, without waiting; on the CPU the step
-  // runs at once. chain_result(offset) returns the id and log-probability of the launched step at
-  // `offset`, waiting for that step only. To drop steps launched past the end of a sequence,
-  // truncate() the cache; the chain then needs a new chain_begin. chain_begin_initial(tokens,
-  // sot_index, start) starts the chain at a window's initial pass instead (none of it cached
-  // before): decode() of the initial `tokens` is the chain's first step, at offset n_cached() - 1
-  // after it; it chooses the first sampled token under start.rule (step_rule after `tokens`) from
-  // start.state (timestamp_rule_state of no sampled token) and queues an asynchronous copy of
-  // position sot_index's logits, which chain_initial_logits() returns (f32 [n_vocab] on the CPU,
-  // valid until the next chain), waiting for that pass only. So a window's first token needs no
-  // host round trip either.
+  // graph per offset (decode_graphs.h), whose masked_topk writes the id and log-probability
+  // straight into pinned host memory, and an event after it, without waiting; on the CPU the
+  // step runs at once. chain_result(offset) returns the id and log-probability of the launched
+  // step at `offset`, waiting for that step only. To drop steps launched past the end of a
+  // sequence, truncate() the cache; the chain then needs a new chain_begin.
+  //
+  // chain_begin_initial(tokens, sot_index, start) starts the chain at a window's initial pass
+  // instead (none of it cached before): decode() of the initial `tokens` is the chain's first
+  // step, at offset n_cached() - 1 after it; it chooses the first sampled token under
+  // start.rule (step_rule after `tokens`) from start.state (timestamp_rule_state of no
+  // sampled token) and queues an asynchronous copy of position sot_index's logits, which
+  // chain_initial_logits() returns (f32 [n_vocab] on the CPU, valid until the next chain),
+  // waiting for that pass only. So a window's first token needs no host round trip either.
   void chain_begin(const GreedyChainStart& start);
   void chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
                            const GreedyChainStart& start);
