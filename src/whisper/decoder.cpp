@@ -355,6 +355,21 @@ Tensor WhisperSession::decode(std::span<const int32_t> tokens, std::span<const i
   return host;
 }
 
+void WhisperSession::check_choice(int k, size_t rules, int64_t rows,
+                                  const std::string& what) const {
+  using namespace whisper;
+  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, model_->config().n_vocab),
+            what + ": k = " + std::to_string(k) + " is out of range");
+  check_arg(int64_t(rules) == rows * kRuleWidth, what + ": " + std::to_string(rules) +
+                                                     " rule values for " + std::to_string(rows) +
+                                                     " rows of " + std::to_string(kRuleWidth));
+}
+
+const Tensor& WhisperSession::choice_mask(std::span<const int32_t> always) {
+  if (!choice_mask_) choice_mask_ = std::make_shared<whisper::SuppressMask>();
+  return choice_mask_->get(always, model_->config().n_vocab, model_->device());
+}
+
 const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int32_t> tokens,
                                                              std::span<const int32_t> always,
                                                              std::span<const int32_t> rules,
@@ -362,14 +377,9 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
   using namespace whisper;
   const WhisperConfig& c = model_->config();
   const int64_t n = int64_t(tokens.size());
-  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, c.n_vocab),
-            "[whisper] decode_choose: k = " + std::to_string(k) + " is out of range");
-  check_arg(int64_t(rules.size()) == n * kRuleWidth,
-            "[whisper] decode_choose: " + std::to_string(rules.size()) + " rule values for " +
-                std::to_string(n) + " rows of " + std::to_string(kRuleWidth));
+  check_choice(k, rules.size(), n, "[whisper] decode_choose");
   const Device dev = model_->device();
-  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
-  const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
+  const Tensor& mask = choice_mask(always);
   std::vector<Tensor> out;
   if (rows_active()) {
     out = rows_step(tokens, rules, &mask, k);
@@ -410,14 +420,8 @@ const WhisperSession::Choices& WhisperSession::decode_initial_choose(
   using namespace whisper;
   const WhisperConfig& c = model_->config();
   const std::string what = "[whisper] decode_initial_choose";
-  check_arg(k >= 1 && k <= std::min<int64_t>(kMaskedTopKMax, c.n_vocab),
-            what + ": k = " + std::to_string(k) + " is out of range");
-  check_arg(rule.size() == size_t(kRuleWidth), what + ": " + std::to_string(rule.size()) +
-                                                   " rule values, not " +
-                                                   std::to_string(kRuleWidth));
-  const Device dev = model_->device();
-  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
-  const Tensor& mask = choice_mask_->get(always, c.n_vocab, dev);
+  check_choice(k, rule.size(), 1, what);
+  const Tensor& mask = choice_mask(always);
   Tensor rule_row;
   const Tensor logits = initial_logits(tokens, sot_index, rule, &rule_row, what);  // [2, n_vocab]
   rule_row = rule_row.reshape({1, kRuleWidth});

@@ -61,7 +61,6 @@ void WhisperSession::chain_setup(const GreedyChainStart& start) {
   if (!chain_) {  // once per session
     auto ch = std::make_shared<Chain>();
     ch->io = Tensor::zeros({2, kIoWidth}, DType::i32, dev);
-    const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
     if (dev == Device::cuda) {
       const size_t history_bytes = size_t(c.n_text_ctx) * 2 * sizeof(int32_t);
       const std::shared_ptr<int32_t> pinned(
@@ -69,9 +68,9 @@ void WhisperSession::chain_setup(const GreedyChainStart& start) {
           [](int32_t* p) { cuda::free_pinned(p); });
       std::memset(pinned.get(), 0, history_bytes);
       ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, 2}, DType::i32, dev, pinned);
-      ch->initial_logits =
-          std::shared_ptr<float>(static_cast<float*>(cuda::malloc_pinned(row_bytes)),
-                                 [](float* p) { cuda::free_pinned(p); });
+      ch->initial_logits = std::shared_ptr<float>(
+          static_cast<float*>(cuda::malloc_pinned(size_t(c.n_vocab) * sizeof(float))),
+          [](float* p) { cuda::free_pinned(p); });
       for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
     } else {
       ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
@@ -85,8 +84,7 @@ void WhisperSession::chain_setup(const GreedyChainStart& start) {
   check(chain_->grammar.eot == start.grammar.eot &&
             chain_->grammar.timestamp_begin == start.grammar.timestamp_begin,
         ErrorKind::internal, "[whisper] chain_begin: another eot / timestamp_begin than before");
-  if (!choice_mask_) choice_mask_ = std::make_shared<SuppressMask>();
-  chain_->mask = &choice_mask_->get(start.always, c.n_vocab, dev);
+  chain_->mask = &choice_mask(start.always);
   chain_->initial = -1;
 }
 

@@ -183,16 +183,14 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
   const DType dt = model.dtype();
 
   // The mel on the model's device and dtype: [B, n_mels, frames]. A mel already on that
-  // device is converted straight into the pooled tensor: a cast's temporary there would be
-  // a cudaMalloc and a cudaFree (which waits for the device) per window, 0.28 ms of idle GPU
-  // before the first convolution (bench/RESULTS.md).
+  // device is converted (or copied) straight into the pooled tensor: a cast's temporary there
+  // would be a cudaMalloc and a cudaFree (which waits for the device) per window, 0.28 ms of
+  // idle GPU before the first convolution (bench/RESULTS.md).
   Tensor mel_in = pool.alloc({b, c.n_mels, frames}, dt);
-  if (mel.dtype() == dt)
-    mel_in.copy_from(mel);
-  else if (mel.device() == mel_in.device())
+  if (mel.device() == mel_in.device())
     convert(mel, mel_in);
   else
-    mel_in.copy_from(mel.cast(dt));
+    mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
 
   Conv1dOptions conv1_opt;
   conv1_opt.padding = 1;

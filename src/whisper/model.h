@@ -263,6 +263,12 @@ class WhisperSession {
   // After the step at `offset` was queued: on CUDA the event chain_result waits for (the
   // step writes its history entry straight into pinned memory).
   void chain_record(int64_t offset);
+  // The checks of a device choice's arguments (decode_choose, decode_initial_choose): k in
+  // [1, min(kMaskedTopKMax, n_vocab)], kRuleWidth rule values per row. `what` names the caller.
+  void check_choice(int k, size_t rules, int64_t rows, const std::string& what) const;
+  // The suppress mask of the device choice for `always`, on the model's device (one session
+  // buffer that a new set of ids overwrites in place: whisper::SuppressMask).
+  const Tensor& choice_mask(std::span<const int32_t> always);
 
   std::shared_ptr<const WhisperModel> model_;
   Pool pool_;       // scratch on the model's device

@@ -167,7 +167,7 @@ TEST_P(Matmul, GeluWithinTheTanhFormOfErf) {
     opt.gelu = true;
     matmul(da, db, c, opt);
     const std::vector<float> got = read_floats(c);
-    double err_erf = 0.0, err_tanh = 0.0, bound = 0.0;
+    double err_erf = 0.0, err_tanh = 0.0, excess = 0.0;  // excess: over the bound
     const double half_ulp =
         dtype() == DType::f32 ? 0x1p-24 : (dtype() == DType::f16 ? 0x1p-11 : 0x1p-8);
     for (int64_t i = 0; i < m; ++i) {
@@ -179,12 +179,13 @@ TEST_P(Matmul, GeluWithinTheTanhFormOfErf) {
         const double g = got[size_t(i * n + j)];
         err_erf = std::max(err_erf, std::abs(g - erf_form));
         err_tanh = std::max(err_tanh, std::abs(g - tanh_form));
-        bound = std::max(bound, std::abs(g - erf_form) - (4.8e-4 + half_ulp * std::abs(erf_form)));
+        excess =
+            std::max(excess, std::abs(g - erf_form) - (4.8e-4 + half_ulp * std::abs(erf_form)));
       }
     }
     std::printf("[gelu form] %s m %lld: max |c - erf form| %.3g, max |c - tanh form| %.3g\n",
                 ::testing::PrintToString(GetParam()).c_str(), (long long)m, err_erf, err_tanh);
-    EXPECT_LE(bound, 0.0) << "max |c - erf form| " << err_erf;
+    EXPECT_LE(excess, 0.0) << "max |c - erf form| " << err_erf;
   }
 }
 

@@ -306,8 +306,6 @@ TEST(GreedyChain, InitialPassIsTheFirstStep) {
       const WhisperSession::Choices want =
           session.decode_initial_choose(initial, sot_index, always, start.rule.v, 1, at_sot);
       ASSERT_EQ(session.n_cached(), t);
-      const std::vector<int32_t>& want_ids = want.ids;
-      const std::vector<float>& want_lps = want.logprobs;
       // The host filters agree with that choice.
       std::vector<float> row(size_t(at_sot.numel()));
       session.reset();
@@ -315,17 +313,17 @@ TEST(GreedyChain, InitialPassIsTheFirstStep) {
       const Tensor logits = session.decode(initial, std::span<const int64_t>(&last, 1));
       std::copy_n(logits.data<float>(), logits.numel(), row.begin());
       for (const auto& f : filters) f->apply(row, initial);
-      EXPECT_EQ(int32_t(std::max_element(row.begin(), row.end()) - row.begin()), want_ids[0]);
+      EXPECT_EQ(int32_t(std::max_element(row.begin(), row.end()) - row.begin()), want.ids[0]);
       if (timestamps) {
-        EXPECT_GE(want_ids[0], tok.timestamp_begin());  // the first is a timestamp
+        EXPECT_GE(want.ids[0], tok.timestamp_begin());  // the first is a timestamp
       }
 
       session.reset();
       session.chain_begin_initial(initial, sot_index, start);
       ASSERT_EQ(session.n_cached(), t);
       const auto [id, logprob] = session.chain_result(t - 1);
-      EXPECT_EQ(id, want_ids[0]);
-      EXPECT_EQ(logprob, want_lps[0]);
+      EXPECT_EQ(id, want.ids[0]);
+      EXPECT_EQ(logprob, want.logprobs[0]);
       const std::span<const float> chained_sot = session.chain_initial_logits();
       ASSERT_EQ(int64_t(chained_sot.size()), at_sot.numel());
       EXPECT_TRUE(std::equal(chained_sot.begin(), chained_sot.end(), at_sot.data<float>()));
