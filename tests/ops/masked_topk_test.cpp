@@ -119,7 +119,7 @@ TEST_P(MaskedTopK, MaskRangesAndSplit) {
       {split, split, v + 7, 0, 0, 0, 0},      // the tail masked (a range past V is clamped)
       {v + 5, 100, 3000, -4, 2, 2999, 3001},  // split beyond V: no tail, never dropped
   };
-  for (int k : {1, 6}) {
+  for (int k : {1, 2, 6, 9, 17}) {
     SCOPED_TRACE("k " + std::to_string(k));
     check(x, rows, v, mask, rules, k);
   }
@@ -137,7 +137,7 @@ TEST_P(MaskedTopK, WhisperSizedVocabulary) {
   const int64_t v = 51866, split = 50365;
   std::vector<float> x = logits(1, v, split, /*low_tail=*/false);
   x[123] = 9.0f;  // the best text token, far above the rest
-  check(x, 1, v, {}, {{split, 50257, 50258, 0, 0}}, 4);
+  for (int k : {4, 6, 12}) check(x, 1, v, {}, {{split, 50257, 50258, 0, 0}}, k);
 }
 
 TEST_P(MaskedTopK, RepeatedCallsStartClean) {

@@ -5,6 +5,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/ops/attention.h"
+#include "engine/ops/beam_step.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
@@ -95,6 +96,13 @@ void copy_columns(const Tensor&, int64_t, int64_t, Tensor&) { no_cuda("copy_colu
 void advance_timestamp_rule(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
                             const TimestampRuleParams&) {
   no_cuda("advance_timestamp_rule");
+}
+void beam_step(const Tensor&, const Tensor&, const BeamStepIn&, BeamStepOut&,
+               const BeamStepParams&) {
+  no_cuda("beam_step");
+}
+void copy_slot_rows(std::span<Tensor>, const Tensor&, const Tensor&, const Tensor&, int64_t) {
+  no_cuda("copy_slot_rows");
 }
 
 }  // namespace cuda

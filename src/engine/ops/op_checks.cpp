@@ -55,4 +55,11 @@ void check_param(std::string_view op, const char* name, const Tensor& t, int64_t
           [&] { return arg_str(name, t) + ": expected shape [" + std::to_string(n) + "]"; });
 }
 
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.raw());
+  const auto* pb = static_cast<const char*>(b.raw());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
 }  // namespace parley::detail

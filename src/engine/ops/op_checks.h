@@ -46,5 +46,7 @@ void check_dtype(std::string_view op, const char* name, const Tensor& t, DType w
 void check_shape(std::string_view op, const char* name, const Tensor& t, const Shape& want);
 // Optional per-channel parameters (bias, gamma, beta): [n], f32 or `like`'s dtype.
 void check_param(std::string_view op, const char* name, const Tensor& t, int64_t n, DType like);
+// Whether the bytes of a and b (as the contiguous ranges their data and nbytes span) meet.
+bool overlap(const Tensor& a, const Tensor& b);
 
 }  // namespace parley::detail

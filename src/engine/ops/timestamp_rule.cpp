@@ -6,16 +6,6 @@
 
 namespace parley {
 
-namespace {
-
-bool overlap(const Tensor& a, const Tensor& b) {
-  const auto* pa = static_cast<const char*>(a.raw());
-  const auto* pb = static_cast<const char*>(b.raw());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-}  // namespace
-
 void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& next_state,
                             Tensor& tokens, Tensor& rules, const TimestampRuleParams& params) {
   constexpr std::string_view op = "advance_timestamp_rule";
@@ -49,7 +39,7 @@ void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& n
   // Not a structured binding: clang before 16 (the fuzz build's) cannot capture one.
   for (const detail::Arg& arg : {detail::Arg{"next_state", &next_state},
                                  detail::Arg{"tokens", &tokens}, detail::Arg{"rules", &rules}})
-    detail::require(!overlap(*arg.t, chosen) && !overlap(*arg.t, state), op,
+    detail::require(!detail::overlap(*arg.t, chosen) && !detail::overlap(*arg.t, state), op,
                     [&] { return std::string(arg.name) + " overlaps chosen or state"; });
   detail::require(params.timestamp_begin > params.eot && params.eot > 0, op, [&] {
     return "eot " + std::to_string(params.eot) + " and timestamp_begin " +
