@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "whisper/beam_search.h"
 #include "whisper/decoding.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
@@ -100,6 +102,9 @@ struct DeviceChoice {
   // Greedy steps chained on the device as decode_encoded runs them (decoder_chain.cpp;
   // PARLEY_GREEDY_PIPELINE=0: one decode_choose at a time).
   bool chain = false;
+  // Beam steps after the first chained on the device as decode_encoded runs them
+  // (beam_chain.cpp; PARLEY_BEAM_PIPELINE=0: one decode_choose and host update at a time).
+  bool beam_chain = false;
   TimestampRuleParams grammar;
   int64_t sot_index = 0;  // <|startoftranscript|>'s position in the prefix
 };
@@ -200,6 +205,61 @@ void pick_rows(WhisperSession& session, const std::vector<int32_t>& tokens,
   }
 }
 
+// The chained form of forced_beam_ms_per_step: as decode_encoded's beam search on a device,
+// the prefix's pass chooses beam + 1 candidates there, the host makes the first update (every
+// row is the same sequence: BeamSearch::update), forks and reorders, then the steps chain on
+// the device (beam_step ranks the candidates and moves the rows) and the host follows each
+// record one step behind (BeamSearch::apply). <|endoftext|> is suppressed at every position,
+// so no sequence finishes and exactly `steps` steps run. Milliseconds per step from the
+// chain's start; whole_window: queued as decode_encoded queues it, the result ignored (0).
+double forced_beam_chain_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
+                                     int beam, int steps, const DeviceChoice& choice,
+                                     bool whole_window) {
+  session.reset();
+  const int sample_begin = int(prefix.size());
+  std::vector<int32_t> always = choice.always;
+  always.push_back(choice.grammar.eot);
+  std::sort(always.begin(), always.end());
+  always.erase(std::unique(always.begin(), always.end()), always.end());
+  StepRule first_rule;
+  check(step_rule(choice.filters, prefix, first_rule), ErrorKind::internal,
+        "[bench] the default filters have no rule form after the prefix");
+  const int k = beam + 1;
+  Tensor at_sot;
+  const auto& c =
+      session.decode_initial_choose(prefix, choice.sot_index, always, first_rule.v, k, at_sot);
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  for (int r = 0; r < beam; ++r) {
+    ids.insert(ids.end(), c.ids.begin(), c.ids.end());
+    logprobs.insert(logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+  }
+  BeamSearch search(beam, choice.grammar.eot, std::nullopt);
+  std::vector<std::vector<int32_t>> rows(size_t(beam), prefix);
+  std::vector<float> sums(size_t(beam), 0.0f);
+  session.fork(beam);
+  session.reorder_rows(search.update(rows, ids, logprobs, k, sums).source);
+  BeamChainStart start;
+  check(beam_chain_rows(choice.filters, rows, sample_begin, true, choice.grammar, start),
+        ErrorKind::internal, "[bench] the default filters have no rule form after a row");
+  start.sums = sums;
+  start.max_finished = search.max_candidates();
+  start.always = always;
+  start.eot = choice.grammar.eot;
+  start.timestamp_begin = choice.grammar.timestamp_begin;
+  const auto t0 = Clock::now();
+  session.beam_chain_begin(start);
+  const int begin = session.n_cached();
+  for (int i = 0; i < steps; ++i) {
+    session.beam_chain_launch();
+    if (i > 0) search.apply(rows, session.beam_chain_result(begin + i - 1), sums);
+  }
+  search.apply(rows, session.beam_chain_result(begin + steps - 1), sums);
+  const double ms = ms_since(t0) / steps;
+  session.beam_chain_end();
+  return whole_window ? 0.0 : ms;
+}
+
 // Milliseconds per beam step over `steps` steps of `beam` rows after the sot sequence (the
 // prefill and fork are not counted). A step is what beam search does per token: one
 // decoder pass of every row, each row's pick of its next token (its best under the filters
@@ -208,7 +268,10 @@ void pick_rows(WhisperSession& session, const std::vector<int32_t>& tokens,
 // twice (source {0, 1, .., beam - 2, 0}: one row's positions copied per step, as when one
 // hypothesis spawns two successors).
 double forced_beam_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
-                               int beam, int steps, DeviceChoice* choice) {
+                               int beam, int steps, DeviceChoice* choice,
+                               bool whole_window = false) {
+  if (choice && choice->beam_chain && initial_choice_enabled() && beam <= kBeamChainMaxRows)
+    return forced_beam_chain_ms_per_step(session, prefix, beam, steps, *choice, whole_window);
   session.reset();
   std::vector<int32_t> tokens;  // the first step's top `beam` tokens
   StepRule first_rule;
@@ -332,6 +395,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
     choice->filters = make_logit_filters(tokenizer, LogitFilterSettings{}, int(prefix.size()));
     choice->always = always_masked(choice->filters);
     choice->chain = SessionLogitsSource(session).chains_greedy();
+    choice->beam_chain = SessionLogitsSource(session).chains_beam();
     choice->grammar = {tokenizer.eot(), tokenizer.timestamp_begin()};
     choice->sot_index = std::find(prefix.begin(), prefix.end(), tokenizer.sot()) - prefix.begin();
   }
@@ -402,7 +466,10 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
           {"ms_per_step", step_ms},  // one step: every row's token (decode_rows + pick + reorder)
           {"ms_per_beam_token", step_ms / beam},
           {"decode_steps", opt.decode_tokens},
-          {"reorder", "source {0..beam-2, 0} each step: one row copied"}});
+          {"chained", choice && choice->beam_chain},
+          {"reorder", choice && choice->beam_chain
+                          ? "beam search's own (on the device), <|endoftext|> suppressed"
+                          : "source {0..beam-2, 0} each step: one row copied"}});
     const double rows_ms = median_of(opt.runs, warmup, [&] {
       return rows_step_ms(session, prefix, beam, opt.decode_tokens, choice.get());
     });
@@ -418,11 +485,12 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
       const std::vector<float> s = load_audio(opt.audio);
       const Tensor m = log_mel_spectrogram_for(dev, s, n_mels, kChunkSamples);
       session.encode(pad_or_trim_frames(m, kChunkFrames));
-      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get());
+      forced_beam_ms_per_step(session, prefix, beam, opt.decode_tokens, choice.get(), true);
     });
     emit({{"bench", "whisper_e2e_forced_beam"},
           {"ms", beam_ms},
           {"choice", choice_at},
+          {"chained", choice && choice->beam_chain},
           {"beam", beam},
           {"decode_steps", opt.decode_tokens},
           {"audio_seconds", audio_seconds}});

@@ -125,6 +125,38 @@ BeamSearch::Step BeamSearch::update(std::vector<std::vector<int32_t>>& rows,
   return step;
 }
 
+BeamSearch::Step BeamSearch::apply(std::vector<std::vector<int32_t>>& rows,
+                                   const BeamStepRecord& record, std::vector<float>& sum_logprobs) {
+  const size_t n = size_t(beam_size_);
+  check(rows.size() == n && record.source.size() == n && record.tokens.size() == n &&
+            record.sums.size() == n,
+        ErrorKind::internal, "[whisper] beam search: a device step of another beam size");
+  for (const int32_t s : record.source)
+    check(s >= 0 && size_t(s) < n, ErrorKind::internal,
+          "[whisper] beam search: a device step's source " + std::to_string(s) + " is no row");
+  for (const BeamStepRecord::Finished& f : record.finished) {
+    check(f.row >= 0 && size_t(f.row) < n && int(finished_.size()) < max_candidates_,
+          ErrorKind::internal, "[whisper] beam search: a device step finished a row it could not");
+    std::vector<int32_t> seq = rows[size_t(f.row)];
+    seq.push_back(eot_);
+    finished_.push_back({std::move(seq), f.score});
+  }
+  std::vector<std::vector<int32_t>> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    next[i].reserve(rows[size_t(record.source[i])].size() + 1);
+    next[i] = rows[size_t(record.source[i])];
+    next[i].push_back(record.tokens[i]);
+  }
+  rows = std::move(next);
+  sum_logprobs = record.sums;
+  Step step;
+  step.source = record.source;
+  step.completed = int(finished_.size()) >= max_candidates_;
+  check(step.completed == record.completed, ErrorKind::internal,
+        "[whisper] beam search: the device's finished count differs from the host's");
+  return step;
+}
+
 std::vector<BeamCandidate> BeamSearch::finalize(const std::vector<std::vector<int32_t>>& rows,
                                                 std::span<const float> sum_logprobs) const {
   std::vector<BeamCandidate> out = finished_;

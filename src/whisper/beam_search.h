@@ -20,6 +20,40 @@ struct BeamCandidate {
   float sum_logprob = 0;
 };
 
+// A beam step made on the device (the engine's beam_step, WhisperSession::beam_chain_result):
+// row i continues former row source[i] with tokens[i] at score sums[i]; finished lists the
+// sequences that finished at this step, best first: former row `row` + <|endoftext|> at
+// `score` (already cut to the finished list's limit); completed: the finished list is full.
+struct BeamStepRecord {
+  struct Finished {
+    int32_t row = 0;
+    float score = 0;
+  };
+  std::vector<int32_t> source, tokens;
+  std::vector<float> sums;
+  std::vector<Finished> finished;
+  bool completed = false;
+};
+
+// Where beam search chained on a device starts (WhisperSession::beam_chain_begin), after the
+// search's first step: per row (n of them, as fork()ed) its last token (the first chained
+// step decodes it), that step's rule row (kRuleWidth values, logit_filters.h), its timestamp
+// grammar state (kTimestampRuleState values, timestamp_rule_state) and its score; how many
+// sequences have finished and how many end the search (BeamSearch::max_candidates); the ids
+// suppressed at every position (always_masked) and the tokenizer's grammar tokens.
+// The most beams a chain runs (each row's beam_size + 1 candidates ranked in one block).
+constexpr int kBeamChainMaxRows = 31;
+
+struct BeamChainStart {
+  std::vector<int32_t> tokens, rules, states;
+  std::vector<float> sums;
+  int finished = 0;
+  int max_finished = 1;
+  std::span<const int32_t> always;
+  int32_t eot = 0;
+  int32_t timestamp_begin = 0;
+};
+
 class BeamSearch {
  public:
   // patience: nullopt means 1.0 (the reference's `patience or 1.0`).
@@ -43,6 +77,13 @@ class BeamSearch {
   // each row are read.
   Step update(std::vector<std::vector<int32_t>>& rows, std::span<const int32_t> top_ids,
               std::span<const float> top_logprobs, int k, std::vector<float>& sum_logprobs);
+
+  // A step made on the device (beam_step, over rows that are all different sequences, as
+  // every step after the first): what update() would have done with the same candidates.
+  // Throws Error(internal) when the record disagrees with the finished list kept here.
+  Step apply(std::vector<std::vector<int32_t>>& rows, const BeamStepRecord& record,
+             std::vector<float>& sum_logprobs);
+  int n_finished() const { return int(finished_.size()); }
 
   // The finished sequences in the order they finished, topped up with the unfinished rows
   // (best first, each + <|endoftext|>) while fewer than beam_size finished.

@@ -52,8 +52,11 @@ const std::vector<Tensor>& DecodeGraphs::rows_step(
     const RowsKey& key, const std::function<std::vector<Tensor>()>& forward) {
   check(RowsInput::size(key.rows, rule_width_) <= rows_input_.numel(), ErrorKind::internal,
         "[whisper] rows graph: more rows than reserve_rows made room for");
-  // Plain launches: with programmatic ones a rows step measured 11-12 us slower (H200).
-  return replay_or_capture(rows_[key], forward, &rows_outputs_[{key.rows, key.k}], false);
+  // Host-driven rows steps: plain launches (with programmatic ones such a step measured 11-12
+  // us slower on the H200). A chained beam step: programmatic launches, as a greedy step's
+  // (0.373 -> 0.330 ms a 5-beam turbo step, bench/RESULTS.md).
+  return replay_or_capture(rows_[key], forward,
+                           key.chain ? nullptr : &rows_outputs_[{key.rows, key.k}], key.chain);
 }
 
 const std::vector<Tensor>& DecodeGraphs::replay_or_capture(
@@ -69,7 +72,15 @@ const std::vector<Tensor>& DecodeGraphs::replay_or_capture(
   // (its blocks serve the capture) and the fresh graph computes the step again (it rewrites
   // the same K/V cache rows).
   {
-    const std::vector<Tensor> eager = forward();
+    warming_ = true;
+    std::vector<Tensor> eager;
+    try {
+      eager = forward();
+    } catch (...) {
+      warming_ = false;
+      throw;
+    }
+    warming_ = false;
     if (shared && shared->empty())
       for (const Tensor& t : eager)
         shared->push_back(Tensor::empty(t.shape(), t.dtype(), t.device()));

@@ -12,8 +12,12 @@
 // the captured graph) gives the same result. Rows steps (beam search, best_of: one token per
 // row of a fork) are keyed by (offset, rows, k): k = 0 returns the rows' logits, k > 0 each
 // row's top k; their inputs (tokens, slots, cache rows, rule rows: RowsInput) are one upload
-// too. The suppress mask of the choice lives in one session buffer that a new set of ids
-// overwrites in place (encoder.h SuppressMask), so the graphs that read it stay valid.
+// too. A chained beam step (WhisperSession::beam_chain_launch; key chain = true) reads its
+// RowsInput from the session's beam chain buffer, which the step before it wrote, and has
+// no outputs here (its record goes to pinned memory); its eager run before the capture
+// leaves out the work that is not safe to run twice (warming()). The suppress mask of the choice
+// lives in one session buffer that a new set of ids overwrites in place (encoder.h SuppressMask),
+// so the graphs that read it stay valid.
 //
 // Why replay is safe: a step's shapes and pointers depend only on its key. Weights, KV
 // caches, cross-attention K/V and the input buffers below never move (the row caches and the
@@ -82,9 +86,14 @@ class DecodeGraphs {
   struct RowsKey {
     int offset = 0;  // cache position of the step
     int rows = 0;
-    int k = 0;  // 0: the logits; else the top k of each row
+    int k = 0;           // 0: the logits; else the top k of each row
+    bool chain = false;  // a chained beam step (WhisperSession::beam_chain_launch)
     auto operator<=>(const RowsKey&) const = default;
   };
+  // True while a step's first, eager run (the one before its capture) is under way. A step
+  // whose work is not safe to run twice (a chained beam step's slot copies: the second run
+  // would read slots the first one overwrote) leaves that work out of the eager run.
+  bool warming() const { return warming_; }
   // step() for a rows step, whose inputs `forward` reads from rows_input(). Its outputs are
   // buffers shared by every rows graph of the same (rows, k), valid until the next such step:
   // each graph ends by copying its outputs there. Outputs of their own per key would hold a
@@ -112,6 +121,7 @@ class DecodeGraphs {
   std::map<RowsKey, Entry> rows_;  // rows steps; dropped graphs leave empty entries
   std::map<std::pair<int, int>, std::vector<Tensor>> rows_outputs_;  // by (rows, k)
   uint64_t generation_ = 0;
+  bool warming_ = false;
 };
 
 }  // namespace parley::whisper

@@ -136,6 +136,7 @@ void WhisperSession::fork(int n_rows) {
   }
   n_rows_ = n_rows;
   fork_at_ = n_cached_;
+  beam_chain_active_ = false;
   row_slot_.resize(size_t(n_rows));
   for (int i = 0; i < n_rows; ++i) row_slot_[size_t(i)] = i;
   // Every slot a row can take (reorder_rows picks them below n_rows) starts with the shared
@@ -151,6 +152,7 @@ void WhisperSession::fork(int n_rows) {
 
 void WhisperSession::reorder_rows(std::span<const int32_t> source) {
   check_arg(rows_active(), "[whisper] reorder_rows: no rows; fork() first");
+  check_arg(!beam_chain_active_, "[whisper] reorder_rows: the rows are in a beam chain");
   check_arg(int(source.size()) == n_rows_,
             "[whisper] reorder_rows: " + std::to_string(source.size()) + " sources for " +
                 std::to_string(n_rows_) + " rows");
@@ -200,6 +202,7 @@ std::vector<Tensor> WhisperSession::rows_step(std::span<const int32_t> tokens,
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
   check_arg(rows_active(), "[whisper] decode_rows: no rows; fork() first");
+  check_arg(!beam_chain_active_, "[whisper] decode_rows: the rows are in a beam chain");
   const int64_t b = int64_t(tokens.size()), offset = n_cached_;
   check_arg(b == n_rows_, "[whisper] decode_rows: " + std::to_string(b) + " tokens for " +
                               std::to_string(n_rows_) + " rows");

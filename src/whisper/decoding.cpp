@@ -120,6 +120,11 @@ bool initial_choice_enabled() {
   return enabled;
 }
 
+bool beam_pipeline_enabled() {
+  static const bool enabled = env_switch_on("PARLEY_BEAM_PIPELINE");
+  return enabled;
+}
+
 bool SessionLogitsSource::chains_greedy() const {
   // Not the virtual call: a source that only turns the device choice on (on the CPU, in
   // tests) keeps its steps one at a time.
@@ -149,6 +154,23 @@ std::pair<int32_t, float> SessionLogitsSource::chain_read() {
 
 void SessionLogitsSource::chain_end() { session_.truncate(chain_read_); }
 
+bool SessionLogitsSource::chains_beam() const {
+  return beam_pipeline_enabled() && SessionLogitsSource::chooses_on_device();
+}
+
+void SessionLogitsSource::beam_chain_begin(const BeamChainStart& start) {
+  session_.beam_chain_begin(start);
+  chain_read_ = session_.n_cached();
+}
+
+void SessionLogitsSource::beam_chain_launch() { session_.beam_chain_launch(); }
+
+const BeamStepRecord& SessionLogitsSource::beam_chain_read() {
+  return session_.beam_chain_result(chain_read_++);
+}
+
+void SessionLogitsSource::beam_chain_end() { session_.beam_chain_end(); }
+
 namespace {
 [[noreturn]] void no_greedy_chain() {
   throw Error(ErrorKind::unsupported, "[whisper] this logits source has no greedy chain");
@@ -163,6 +185,17 @@ std::span<const float> LogitsSource::chain_initial_logits() { no_greedy_chain();
 void LogitsSource::chain_launch() { no_greedy_chain(); }
 std::pair<int32_t, float> LogitsSource::chain_read() { no_greedy_chain(); }
 void LogitsSource::chain_end() { no_greedy_chain(); }
+
+namespace {
+[[noreturn]] void no_beam_chain() {
+  throw Error(ErrorKind::unsupported, "[whisper] this logits source has no beam chain");
+}
+}  // namespace
+
+void LogitsSource::beam_chain_begin(const BeamChainStart&) { no_beam_chain(); }
+void LogitsSource::beam_chain_launch() { no_beam_chain(); }
+const BeamStepRecord& LogitsSource::beam_chain_read() { no_beam_chain(); }
+void LogitsSource::beam_chain_end() { no_beam_chain(); }
 
 void SessionLogitsSource::decode_choose(std::span<const int32_t> tokens,
                                         std::span<const int32_t> always,
@@ -457,6 +490,47 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
   return true;
 }
 
+// Beam search's steps from `first` (>= 1: the first step, whose rows are all the same
+// sequence, was made on the host) chained on the source's device (LogitsSource::chains_beam):
+// step t + 1 is queued before step t's record is read and applied to rows and beams, as
+// BeamSearch::update would have made it. False (nothing done) where the filters have no rule
+// form after some row; then the steps go one at a time.
+bool chain_beam_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
+                      const DecodingOptions& options, const WindowPlan& plan,
+                      std::span<const int32_t> always, int n_ctx, int first, Rows& rows,
+                      BeamSearch& beams) {
+  constexpr int kDepth = 2;  // steps in flight: the one being read and the one behind it
+  const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
+  if (first >= end) return false;
+  BeamChainStart start;
+  if (!beam_chain_rows(plan.filters, rows.tokens, plan.sample_begin, !options.without_timestamps,
+                       {tokenizer.eot(), tokenizer.timestamp_begin()}, start))
+    return false;
+  start.sums = rows.sum_logprobs;
+  start.finished = beams.n_finished();
+  start.max_finished = beams.max_candidates();
+  start.always = always;
+  start.eot = tokenizer.eot();
+  start.timestamp_begin = tokenizer.timestamp_begin();
+  source.beam_chain_begin(start);
+  try {
+    int launched = first;
+    for (int i = first; i < end; ++i) {
+      for (; launched < std::min(end, i + kDepth); ++launched) {
+        check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
+              "[whisper] decoding cancelled");
+        source.beam_chain_launch();
+      }
+      if (beams.apply(rows.tokens, source.beam_chain_read(), rows.sum_logprobs).completed) break;
+    }
+  } catch (...) {
+    source.beam_chain_end();
+    throw;
+  }
+  source.beam_chain_end();
+  return true;
+}
+
 // Cuts each candidate at its first <|endoftext|>, ranks them (MaximumLikelihoodRanker) and
 // fills tokens, text, avg_logprob and compression_ratio of the best.
 void finalize(DecodingResult& result, const WhisperTokenizer& tokenizer,
@@ -628,7 +702,14 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   std::vector<float> chosen_logprobs;
   // Greedy steps after the first may run as a chain on the source's device.
   const bool chained = on_device && !beam && source.chains_greedy() && options.temperature == 0.0f;
+  // Beam steps after the first may run as a chain on the source's device.
+  // (Beam size 1 has no rows: fork() makes them from 2 on.)
+  const bool beam_chained = on_device && beam && options.beam_size >= 2 &&
+                            options.beam_size <= kBeamChainMaxRows && source.chains_beam();
   for (int i = 0; i < sample_len; ++i) {
+    if (i == 1 && beam_chained &&
+        chain_beam_steps(source, tokenizer, options, plan, always, n_ctx, i, rows, *beams))
+      break;
     if (i == 1 && chained &&
         chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, i, stream, rows,
                            result))

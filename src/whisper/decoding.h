@@ -28,6 +28,8 @@ class WhisperSession;
 class WhisperTokenizer;
 struct StepRule;          // logit_filters.h
 struct GreedyChainStart;  // logit_filters.h
+struct BeamChainStart;    // beam_search.h
+struct BeamStepRecord;    // beam_search.h
 
 // Whether device sessions make the token choice next to the logits (masked_topk on the
 // device; PARLEY_DEVICE_CHOICE=0 turns it off, to compare with the host filters).
@@ -40,6 +42,10 @@ bool greedy_pipeline_enabled();
 // with decode_initial_choose, or as the greedy chain's first step; PARLEY_INITIAL_CHOICE=0
 // turns it off: the initial pass's two rows of logits then go to the host filters).
 bool initial_choice_enabled();
+// Whether beam search on device sessions chains its steps after the first on the device, the
+// host reading each step's record one step behind (LogitsSource::chains_beam;
+// PARLEY_BEAM_PIPELINE=0 turns it off, to compare with one step at a time).
+bool beam_pipeline_enabled();
 struct CrossAttentionWeights;  // model.h
 
 // What a decoding loop needs from a model: encode a window, then decode tokens after the
@@ -108,6 +114,21 @@ class LogitsSource {
   virtual void chain_launch();
   virtual std::pair<int32_t, float> chain_read();
   virtual void chain_end();
+  // Beam search chained on the source's device (WhisperSession::beam_chain_begin): true where
+  // the source runs it (CUDA sessions, unless PARLEY_BEAM_PIPELINE=0 or
+  // PARLEY_DEVICE_CHOICE=0). decode_encoded's beam search (2 <= beam_size <= kBeamChainMaxRows)
+  // then makes its first step on the host as before and chains the later ones: the device
+  // ranks the candidates and moves the rows, the host follows each step from its record
+  // (BeamSearch::apply) one step behind; the result is the same. beam_chain_begin starts it
+  // after the cached tokens, with the rows forked; beam_chain_launch queues the next step;
+  // beam_chain_read returns the record of the oldest step launched and not yet read, waiting
+  // for that step only; beam_chain_end ends the chain and the rows. The defaults throw
+  // Error(unsupported).
+  virtual bool chains_beam() const { return false; }
+  virtual void beam_chain_begin(const BeamChainStart& start);
+  virtual void beam_chain_launch();
+  virtual const BeamStepRecord& beam_chain_read();
+  virtual void beam_chain_end();
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
   // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
@@ -145,6 +166,11 @@ class SessionLogitsSource : public LogitsSource {
   void chain_launch() override;
   std::pair<int32_t, float> chain_read() override;
   void chain_end() override;
+  bool chains_beam() const override;
+  void beam_chain_begin(const BeamChainStart& start) override;
+  void beam_chain_launch() override;
+  const BeamStepRecord& beam_chain_read() override;
+  void beam_chain_end() override;
   int n_text_ctx() const override;
   int n_mels() const override;
   CrossAttentionWeights cross_attention_weights(
@@ -152,7 +178,7 @@ class SessionLogitsSource : public LogitsSource {
 
  private:
   WhisperSession& session_;
-  int chain_read_ = 0;  // the offset of the next chained step to read
+  int chain_read_ = 0;  // the offset of the next chained step to read (greedy or beam)
 };
 
 // Options of one window's decoding: the reference's DecodingOptions (whisper/decoding.py),

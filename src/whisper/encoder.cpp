@@ -242,6 +242,7 @@ void WhisperSession::encode(const Tensor& mel) {
   matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
   n_cached_ = 0;
   chain_next_ = -1;
+  beam_chain_active_ = false;
   encoded_ = true;
 }
 

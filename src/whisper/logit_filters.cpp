@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "whisper/beam_search.h"
 #include "whisper/sampling.h"
 #include "whisper/tokenizer.h"
 
@@ -234,6 +235,22 @@ bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
                                      grammar.timestamp_begin);
   start.always = always;
   start.grammar = grammar;
+  return true;
+}
+
+bool beam_chain_rows(std::span<const std::unique_ptr<LogitFilter>> filters,
+                     std::span<const std::vector<int32_t>> rows, int sample_begin, bool timestamps,
+                     TimestampRuleParams grammar, BeamChainStart& start) {
+  start.tokens.clear();
+  start.rules.clear();
+  start.states.clear();
+  for (const std::vector<int32_t>& seq : rows) {
+    GreedyChainStart row;
+    if (!greedy_chain_start(filters, seq, sample_begin, timestamps, {}, grammar, row)) return false;
+    start.tokens.push_back(row.token);
+    start.rules.insert(start.rules.end(), row.rule.v.begin(), row.rule.v.end());
+    start.states.insert(start.states.end(), row.state.begin(), row.state.end());
+  }
   return true;
 }
 

@@ -141,6 +141,8 @@ std::array<int32_t, kTimestampRuleState> timestamp_rule_state(std::span<const in
                                                               bool timestamps,
                                                               int32_t timestamp_begin);
 
+struct BeamChainStart;  // beam_search.h
+
 // Where greedy decoding chained on a device starts (LogitsSource::chain_begin,
 // WhisperSession::chain_begin), after at least one sampled token.
 struct GreedyChainStart {
@@ -157,5 +159,11 @@ bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
                         std::span<const int32_t> tokens, int sample_begin, bool timestamps,
                         std::span<const int32_t> always, TimestampRuleParams grammar,
                         GreedyChainStart& start);
+// The rows' part of a beam chain's start (beam_search.h BeamChainStart: tokens, rules and
+// states, replacing them; the caller sets the rest) after `rows` (each the initial tokens and
+// its sampled ones), as greedy_chain_start of each row: false where one has no rule form.
+bool beam_chain_rows(std::span<const std::unique_ptr<LogitFilter>> filters,
+                     std::span<const std::vector<int32_t>> rows, int sample_begin, bool timestamps,
+                     TimestampRuleParams grammar, BeamChainStart& start);
 
 }  // namespace parley

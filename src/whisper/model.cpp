@@ -272,6 +272,10 @@ void WhisperSession::truncate(int n) {
                                           "): outside [0, " + std::to_string(n_cached_) + "]");
   n_cached_ = n;
   chain_next_ = -1;
+  if (beam_chain_active_) {  // the rows' slots are on the device: the rows end here
+    beam_chain_active_ = false;
+    n_rows_ = 0;
+  }
 }
 
 std::vector<std::string> default_vocab_dirs() {

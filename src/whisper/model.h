@@ -25,6 +25,8 @@
 namespace parley {
 
 struct GreedyChainStart;  // logit_filters.h
+struct BeamChainStart;    // beam_search.h
+struct BeamStepRecord;    // beam_search.h
 
 namespace whisper {
 class DecodeGraphs;  // decode_graphs.h: CUDA graphs of decoder steps
@@ -149,6 +151,7 @@ class WhisperSession {
     n_cached_ = 0;
     n_rows_ = 0;
     chain_next_ = -1;
+    beam_chain_active_ = false;
   }
   int n_cached() const { return n_cached_; }
 
@@ -217,6 +220,24 @@ class WhisperSession {
   void chain_launch();
   std::pair<int32_t, float> chain_result(int offset);
   std::span<const float> chain_initial_logits();
+
+  // Beam search kept on the device (beam_chain.cpp): after fork() and the search's first
+  // step (made on the host: its rows are all the same sequence), a chain of rows steps, each
+  // reading its tokens, slots, rule rows, grammar states, scores and finished count from device
+  // memory that the step before it wrote: the rows' decoder pass, masked_topk (k = rows + 1),
+  // then the engine's beam_step (the candidates ranked, the finished ones taken out, the next
+  // tokens, slots and rule rows) and copy_slot_rows (a row that two successors continue is
+  // copied, as reorder_rows does). beam_chain_begin(start) starts it at n_cached() from the
+  // rows as they are (their slots are the session's); beam_chain_launch() queues the next step
+  // (on CUDA one graph per offset and rows) and advances n_cached() without waiting;
+  // beam_chain_result(offset) returns what the step at `offset` did (waiting for it only:
+  // its record is written straight into pinned host memory), valid until the next call.
+  // beam_chain_end() ends the chain and the rows (the steps launched past the end wrote
+  // slots the host no longer follows); the shared cache stays: n_cached() is fork()'s again.
+  void beam_chain_begin(const BeamChainStart& start);
+  void beam_chain_launch();
+  const BeamStepRecord& beam_chain_result(int offset);
+  void beam_chain_end();
 
   const WhisperModel& model() const { return *model_; }
 
@@ -307,6 +328,14 @@ class WhisperSession {
   // The offset the chain's next step decodes; -1: no chain (reset, truncate and encode end
   // it, as do steps decoded any other way, which move n_cached_ away from it).
   int chain_next_ = -1;
+
+  // beam_chain_begin / beam_chain_launch / beam_chain_result.
+  struct BeamChain;  // beam_chain.cpp
+  std::shared_ptr<BeamChain> beam_chain_;
+  bool beam_chain_active_ = false;  // the rows' slots are on the device, not in row_slot_
+  // A chained beam step's work after the rows' logits (f32 [rows, n_vocab] on the device) at
+  // `offset`: masked_topk, beam_step, copy_slot_rows. Device work only (a graph captures it).
+  void beam_chain_choose(const Tensor& logits, int64_t offset);
 };
 
 }  // namespace parley

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -492,6 +493,41 @@ TEST(WhisperCuda, TranscribeBatchMatchesCpuPerFile) {
 namespace parley {
 namespace {
 
+// The windows of the pipeline tests below: tiny.en in f32 and f16, on a session with graphs
+// and one without, two rounds over jfk and a dimmer copy of it, every case of
+// make_cases(tokenizer) on each encoded window: check(session, tokenizer, case, index, jfk),
+// under a trace that names them. Chained graphs are so captured, replayed after other kinds
+// of steps, and replayed with other tokens and grammar states.
+void for_each_pipeline_window(
+    const std::function<std::vector<DecodingOptions>(const WhisperTokenizer&)>& make_cases,
+    const std::function<void(WhisperSession&, const WhisperTokenizer&, const DecodingOptions&,
+                             size_t, bool)>& check) {
+  const Tensor mel = jfk_window(80);
+  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  for (const DType dt : {DType::f32, DType::f16}) {
+    const auto model = WhisperModel::load(kModelDir, {Device::cuda, dt});
+    const WhisperTokenizer tok = load_tokenizer(*model);
+    const std::vector<DecodingOptions> cases = make_cases(tok);
+    const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
+    WhisperSession& eager = *eager_session;
+    WhisperSession graphed(model);
+    for (WhisperSession* session : {&graphed, &eager}) {
+      for (int round = 0; round < 2; ++round) {
+        for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
+          session->encode(*window);
+          for (size_t i = 0; i < cases.size(); ++i) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + (session == &eager ? " eager" : " graphs") +
+                         " round " + std::to_string(round) + " case " + std::to_string(i));
+            check(*session, tok, cases[i], i, window == &mel);
+          }
+        }
+      }
+    }
+  }
+}
+
 // A session's source with the greedy chain forced on or off (the device choice stays on).
 class ChainSwitch : public SessionLogitsSource {
  public:
@@ -503,57 +539,83 @@ class ChainSwitch : public SessionLogitsSource {
 };
 
 // Greedy windows chained on the GPU (decode_encoded with chains_greedy: step t + 1 queued
-// before step t's id is read) against one step at a time (decode_choose), on one session
-// with graphs and one without, in f32 and f16: the same tokens, scores and streamed tokens,
-// bit for bit. The windows alternate between the paths and between two mels, with timestamps
-// on and off at the same offsets, so chained graphs are captured, replayed after other kinds
-// of steps, and replayed with the other grammar state.
+// before step t's id is read) against one step at a time (decode_choose): the same tokens,
+// scores and streamed tokens, bit for bit, with timestamps on and off at the same offsets.
 TEST(WhisperCuda, GreedyPipelineMatchesStepByStep) {
   REQUIRE_CUDA();
   REQUIRE_TINY_EN();
-  const Tensor mel = jfk_window(80);
-  Tensor mel2 = Tensor::empty(mel.shape(), DType::f32);
-  for (int64_t i = 0; i < mel.numel(); ++i)
-    mel2.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
-  for (const DType dt : {DType::f32, DType::f16}) {
-    const auto model = WhisperModel::load(kModelDir, {Device::cuda, dt});
-    const WhisperTokenizer tok = load_tokenizer(*model);
-    std::vector<DecodingOptions> cases(4);
-    cases[1].without_timestamps = true;
-    cases[2].prompt = tok.encode(" And so my fellow Americans.");
-    cases[3].sample_len = 5;
-    const std::unique_ptr<WhisperSession> eager_session = session_without_graphs(model);
-    WhisperSession& eager = *eager_session;
-    WhisperSession graphed(model);
-    for (WhisperSession* session : {&graphed, &eager}) {
-      for (int round = 0; round < 2; ++round) {
-        for (const Tensor* window : {&mel, static_cast<const Tensor*>(&mel2)}) {
-          session->encode(*window);
-          for (size_t i = 0; i < cases.size(); ++i) {
-            SCOPED_TRACE(std::string(dtype_name(dt)) + (session == &eager ? " eager" : " graphs") +
-                         " round " + std::to_string(round) + " case " + std::to_string(i));
-            DecodingResult results[2];
-            std::vector<int32_t> streamed[2];
-            for (int chain : {1, 0}) {
-              ChainSwitch source(*session, chain == 1);
-              DecodingOptions o = cases[i];
-              o.on_token = [&](int32_t t) { streamed[chain].push_back(t); };
-              results[chain] = decode_encoded(source, tok, o);
-            }
-            EXPECT_EQ(results[1].tokens, results[0].tokens);
-            EXPECT_EQ(results[1].avg_logprob, results[0].avg_logprob);
-            EXPECT_EQ(results[1].no_speech_prob, results[0].no_speech_prob);
-            EXPECT_EQ(streamed[1], streamed[0]);
-            if (i == 3) {
-              EXPECT_EQ(results[0].tokens.size(), 5u);
-            } else if (window == &mel) {
-              EXPECT_GT(results[0].tokens.size(), 10u);
-            }
-          }
-        }
-      }
+  auto cases = [](const WhisperTokenizer& tok) {
+    std::vector<DecodingOptions> c(4);
+    c[1].without_timestamps = true;
+    c[2].prompt = tok.encode(" And so my fellow Americans.");
+    c[3].sample_len = 5;
+    return c;
+  };
+  for_each_pipeline_window(cases, [](WhisperSession& session, const WhisperTokenizer& tok,
+                                     const DecodingOptions& options, size_t i, bool jfk) {
+    DecodingResult results[2];
+    std::vector<int32_t> streamed[2];
+    for (int chain : {1, 0}) {
+      ChainSwitch source(session, chain == 1);
+      DecodingOptions o = options;
+      o.on_token = [&](int32_t t) { streamed[chain].push_back(t); };
+      results[chain] = decode_encoded(source, tok, o);
     }
-  }
+    EXPECT_EQ(results[1].tokens, results[0].tokens);
+    EXPECT_EQ(results[1].avg_logprob, results[0].avg_logprob);
+    EXPECT_EQ(results[1].no_speech_prob, results[0].no_speech_prob);
+    EXPECT_EQ(streamed[1], streamed[0]);
+    if (i == 3) {
+      EXPECT_EQ(results[0].tokens.size(), 5u);
+    } else if (jfk) {
+      EXPECT_GT(results[0].tokens.size(), 10u);
+    }
+  });
+}
+
+// A session's source with the beam chain forced on or off (the device choice stays on).
+class BeamSwitch : public SessionLogitsSource {
+ public:
+  BeamSwitch(WhisperSession& s, bool chain) : SessionLogitsSource(s), chain_(chain) {}
+  bool chains_beam() const override { return chain_; }
+
+ private:
+  bool chain_;
+};
+
+// Beam search chained on the GPU (decode_encoded with chains_beam: beam_step on the device,
+// step t + 1 queued before step t's record is read) against one step at a time
+// (decode_choose, BeamSearch::update on the host): the same tokens and scores, bit for bit,
+// with beam sizes 5 and 3, patience, timestamps on and off, a prompt and the length limit.
+TEST(WhisperCuda, BeamPipelineMatchesStepByStep) {
+  REQUIRE_CUDA();
+  REQUIRE_TINY_EN();
+  auto cases = [](const WhisperTokenizer& tok) {
+    std::vector<DecodingOptions> c(5);
+    for (auto& o : c) o.beam_size = 5;
+    c[1].without_timestamps = true;
+    c[2].prompt = tok.encode(" And so my fellow Americans.");
+    c[3].beam_size = 3;
+    c[3].patience = 2.0f;
+    c[4].sample_len = 6;
+    return c;
+  };
+  for_each_pipeline_window(cases, [](WhisperSession& session, const WhisperTokenizer& tok,
+                                     const DecodingOptions& options, size_t i, bool jfk) {
+    DecodingResult results[2];
+    for (int chain : {1, 0}) {
+      BeamSwitch source(session, chain == 1);
+      results[chain] = decode_encoded(source, tok, options);
+    }
+    EXPECT_EQ(results[1].tokens, results[0].tokens);
+    EXPECT_EQ(results[1].avg_logprob, results[0].avg_logprob);
+    EXPECT_EQ(results[1].no_speech_prob, results[0].no_speech_prob);
+    if (i == 4) {
+      EXPECT_LE(results[0].tokens.size(), 6u);
+    } else if (jfk) {
+      EXPECT_GT(results[0].tokens.size(), 10u);
+    }
+  });
 }
 
 }  // namespace

@@ -1,0 +1,232 @@
+// Beam search kept on the device (WhisperSession::beam_chain_begin / beam_chain_launch /
+// beam_chain_result / beam_chain_end, model.h). A chained beam step decodes one token per
+// row, chooses each row's top rows + 1 with masked_topk under the suppress mask and the row's
+// rule row, then the engine's beam_step (ops/beam_step.h) ranks the candidates, takes out the
+// finished ones and writes the next step's tokens, slots, cache rows, rule rows, grammar
+// states, scores and finished count, and its record for the host; copy_slot_rows copies the
+// own positions of a row that two successors continue (reorder_rows' rule, on the device).
+// The host reads records one step behind the device, as the greedy chain reads ids
+// (decoder_chain.cpp), so the GPU does not idle while the host follows the search.
+//
+// Buffers on the model's device:
+//   io      i32 [2, width(kMaxRows)]: per offset parity, a step's inputs, laid out for its
+//           rows n as [RowsInput (tokens, slots, cache_rows, rules) | states n * 3 | sums n
+//           (f32) | finished 1 | copy_from n]. The step at offset o reads row o % 2 and writes
+//           row (o + 1) % 2.
+//   first   i32 [1]: the first position a slot copy copies (fork()'s offset: the shared
+//           positions before it are the same in every slot).
+//   history i32 [n_text_ctx, beam_record_width(kMaxRows)]: per offset the step's record; on
+//           CUDA pinned host memory that beam_step writes directly.
+// A chained step is not safe to run twice over the same inputs (its copies overwrite slots
+// that rows of the step read), so the eager run before a graph's capture stops after
+// masked_topk (DecodeGraphs::warming) and only the graph runs beam_step and the copies.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/ops/beam_step.h"
+#include "engine/ops/reduce.h"
+#include "whisper/beam_search.h"
+#include "whisper/decode_graphs.h"
+#include "whisper/encoder.h"
+#include "whisper/logit_filters.h"
+#include "whisper/model.h"
+
+namespace parley {
+
+namespace {
+
+// The most rows a chain runs: masked_topk's k = rows + 1 candidates per row, and beam_step's
+// rows * k candidates in one block.
+constexpr int64_t kMaxRows = kBeamChainMaxRows;
+static_assert(kMaxRows * (kMaxRows + 1) <= kBeamStepMaxCandidates &&
+              kMaxRows + 1 <= kMaskedTopKMax);
+
+int64_t io_width(int64_t n) {
+  return whisper::RowsInput::size(n, kRuleWidth) + n * kTimestampRuleState + 3 * n + 1;
+}
+
+// The views of one io row (i32 [io_width(kMaxRows)]) for n rows.
+struct BeamIo {
+  BeamIo(const Tensor& row, int64_t n)
+      : rows(row, n, kRuleWidth),
+        states(row.slice0(whisper::RowsInput::size(n, kRuleWidth),
+                          whisper::RowsInput::size(n, kRuleWidth) + n * kTimestampRuleState)
+                   .reshape({n, kTimestampRuleState})) {
+    const int64_t at = whisper::RowsInput::size(n, kRuleWidth) + n * kTimestampRuleState;
+    sums = Tensor::view(row.slice0(at, at + n).raw(), {n}, DType::f32, row.device(), nullptr);
+    finished = row.slice0(at + n, at + n + 1);
+    copy_from = row.slice0(at + n + 1, at + 2 * n + 1);
+  }
+  whisper::RowsInput rows;
+  Tensor states, sums, finished, copy_from;
+};
+
+}  // namespace
+
+struct WhisperSession::BeamChain {
+  Tensor io;       // i32 [2, io_width(kMaxRows)]
+  Tensor first;    // i32 [1]
+  Tensor history;  // i32 [n_text_ctx, beam_record_width(kMaxRows)] (pinned on CUDA)
+  std::vector<std::unique_ptr<cuda::Event>> done;  // CUDA: per offset, after the step
+  const Tensor* mask = nullptr;
+  BeamStepParams params;
+  int n = 0;              // rows
+  int begin = 0;          // the chain's first offset
+  BeamStepRecord record;  // beam_chain_result's
+};
+
+void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const Device dev = model_->device();
+  const std::string what = "[whisper] beam_chain_begin";
+  check_arg(encoded_ && rows_active(), what + ": no rows; fork() first");
+  check_arg(!beam_chain_active_, what + ": a beam chain is running; beam_chain_end() first");
+  const int64_t n = n_rows_;
+  check_arg(n <= kMaxRows, what + ": " + std::to_string(n) + " rows; a chain runs at most " +
+                               std::to_string(kMaxRows));
+  check_arg(start.tokens.size() == size_t(n) && start.sums.size() == size_t(n) &&
+                start.rules.size() == size_t(n * kRuleWidth) &&
+                start.states.size() == size_t(n * kTimestampRuleState),
+            what + ": the start's tokens, sums, rules and states are not for " + std::to_string(n) +
+                " rows");
+  check_token_ids(start.tokens, c.n_vocab, what);
+  check_arg(start.max_finished >= 1 && start.finished >= 0 && start.finished < start.max_finished,
+            what + ": finished " + std::to_string(start.finished) + " of " +
+                std::to_string(start.max_finished));
+  check_arg(n_cached_ + 1 <= c.n_text_ctx, what + ": the text context is full");
+  if (!beam_chain_) {  // once per session
+    auto ch = std::make_shared<BeamChain>();
+    ch->io = Tensor::zeros({2, io_width(kMaxRows)}, DType::i32, dev);
+    ch->first = Tensor::zeros({1}, DType::i32, dev);
+    const int64_t width = beam_record_width(kMaxRows);
+    if (dev == Device::cuda) {
+      const size_t bytes = size_t(c.n_text_ctx * width) * sizeof(int32_t);
+      const std::shared_ptr<int32_t> pinned(static_cast<int32_t*>(cuda::malloc_pinned(bytes)),
+                                            [](int32_t* p) { cuda::free_pinned(p); });
+      std::memset(pinned.get(), 0, bytes);
+      ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, width}, DType::i32, dev, pinned);
+      for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
+    } else {
+      ch->history = Tensor::zeros({c.n_text_ctx, width}, DType::i32, dev);
+    }
+    beam_chain_ = std::move(ch);
+  }
+  BeamChain& ch = *beam_chain_;
+  ch.mask = &choice_mask(start.always);
+  ch.n = int(n);
+  ch.params.max_finished = start.max_finished;
+  ch.params.slot_stride = c.n_text_ctx;
+  ch.params.grammar = {start.eot, start.timestamp_begin};
+  // The first step's inputs, staged on the host and uploaded in one copy (and `first`).
+  Tensor host = host_pool_.alloc({io_width(kMaxRows) + 1}, DType::i32);
+  std::fill_n(host.data<int32_t>(), host.numel(), 0);
+  const Tensor staged_row = host.slice0(0, io_width(kMaxRows));
+  BeamIo staged(staged_row, n);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t slot = row_slot_[size_t(r)];
+    staged.rows.tokens.data<int32_t>()[r] = start.tokens[size_t(r)];
+    staged.rows.slots.data<int32_t>()[r] = slot;
+    staged.rows.cache_rows.data<int32_t>()[r] = slot * c.n_text_ctx + n_cached_;
+    staged.sums.data<float>()[r] = start.sums[size_t(r)];
+  }
+  std::copy(start.rules.begin(), start.rules.end(), staged.rows.rules.data<int32_t>());
+  std::copy(start.states.begin(), start.states.end(), staged.states.data<int32_t>());
+  staged.finished.data<int32_t>()[0] = start.finished;
+  host.data<int32_t>()[io_width(kMaxRows)] = fork_at_;
+  const int parity = n_cached_ % 2;
+  ch.io.slice0(parity, parity + 1).reshape({io_width(kMaxRows)}).copy_from(staged_row);
+  ch.first.copy_from(host.slice0(io_width(kMaxRows), io_width(kMaxRows) + 1));
+  ch.begin = n_cached_;
+  beam_chain_active_ = true;
+}
+
+void WhisperSession::beam_chain_choose(const Tensor& logits, int64_t offset) {
+  BeamChain& ch = *beam_chain_;
+  const int64_t n = ch.n, k = n + 1;
+  const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({ch.io.dim(1)}), n);
+  const BeamIo next(ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({ch.io.dim(1)}),
+                    n);
+  Tensor logprobs = pool_.alloc({n, k}, DType::f32), ids = pool_.alloc({n, k}, DType::i32);
+  masked_topk(logits, ch.mask, in.rows.rules, int(k), logprobs, ids);
+  if (graphs_ && graphs_->warming()) return;  // the rest runs in the graph only (above)
+  BeamStepOut out{next.rows.tokens,
+                  next.sums,
+                  next.rows.slots,
+                  next.rows.cache_rows,
+                  next.copy_from,
+                  next.states,
+                  next.rows.rules,
+                  next.finished,
+                  ch.history.slice0(offset, offset + 1)
+                      .reshape({ch.history.dim(1)})
+                      .slice0(0, beam_record_width(n))};
+  BeamStepParams params = ch.params;
+  params.next_position = int32_t(offset + 1);
+  beam_step(ids, logprobs, {in.sums, in.rows.slots, in.states, in.finished}, out, params);
+  std::vector<Tensor> caches;
+  for (RowCache& rc : row_cache_) caches.push_back(rc.qkv);
+  copy_slot_rows(caches, out.slots, out.copy_from, ch.first, offset + 1);
+}
+
+void WhisperSession::beam_chain_launch() {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  check_arg(beam_chain_active_ && rows_active(),
+            "[whisper] beam_chain_launch: no beam chain; call beam_chain_begin()");
+  const int64_t offset = n_cached_;
+  check_arg(offset + 1 <= c.n_text_ctx, "[whisper] beam_chain_launch: the text context of " +
+                                            std::to_string(c.n_text_ctx) + " is full");
+  g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
+  BeamChain& ch = *beam_chain_;
+  auto forward = [&]() -> std::vector<Tensor> {
+    const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({ch.io.dim(1)}), ch.n);
+    beam_chain_choose(rows_logits(in.rows, offset), offset);
+    return {};
+  };
+  if (graphs_)
+    graphs_->rows_step({int(offset), ch.n, ch.n + 1, true}, forward);
+  else
+    forward();
+  if (model_->device() == Device::cuda) ch.done[size_t(offset)]->record();
+  n_cached_ = int(offset + 1);
+}
+
+const BeamStepRecord& WhisperSession::beam_chain_result(int offset) {
+  check_arg(beam_chain_active_ && offset >= beam_chain_->begin && offset < n_cached_,
+            "[whisper] beam_chain_result: no chained beam step was launched at offset " +
+                std::to_string(offset));
+  BeamChain& ch = *beam_chain_;
+  if (model_->device() == Device::cuda) ch.done[size_t(offset)]->wait();
+  const size_t n = size_t(ch.n);
+  const int32_t* rec = ch.history.data<int32_t>() + offset * ch.history.dim(1);
+  auto as_float = [](int32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  BeamStepRecord& r = ch.record;
+  r.source.assign(rec, rec + n);
+  r.tokens.assign(rec + n, rec + 2 * n);
+  r.sums.resize(n);
+  for (size_t i = 0; i < n; ++i) r.sums[i] = as_float(rec[2 * n + i]);
+  const int32_t fresh = rec[3 * n];
+  check(fresh >= 0 && size_t(fresh) <= n, ErrorKind::internal,
+        "[whisper] beam_chain_result: a record with " + std::to_string(fresh) + " finished");
+  r.finished.resize(size_t(fresh));
+  for (size_t f = 0; f < size_t(fresh); ++f)
+    r.finished[f] = {rec[3 * n + 2 + f], as_float(rec[4 * n + 2 + f])};
+  r.completed = rec[3 * n + 1] != 0;
+  return r;
+}
+
+void WhisperSession::beam_chain_end() {
+  check_arg(beam_chain_active_, "[whisper] beam_chain_end: no beam chain");
+  beam_chain_active_ = false;
+  n_rows_ = 0;
+  n_cached_ = fork_at_;
+  chain_next_ = -1;
+}
+
+}  // namespace parley
