@@ -206,12 +206,12 @@ void pick_rows(WhisperSession& session, const std::vector<int32_t>& tokens,
 }
 
 // The chained form of forced_beam_ms_per_step: as decode_encoded's beam search on a device,
-// the prefix's pass chooses beam + 1 candidates there, the host makes the first update (every
-// row is the same sequence: BeamSearch::update), forks and reorders, then the steps chain on
-// the device (beam_step ranks the candidates and moves the rows) and the host follows each
-// record one step behind (BeamSearch::apply). <|endoftext|> is suppressed at every position,
-// so no sequence finishes and exactly `steps` steps run. Milliseconds per step from the
-// chain's start; whole_window: queued as decode_encoded queues it, the result ignored (0).
+// the prefix's pass, the fork and the search's first step run on the device (the pass's top
+// beam + 1 ranked by beam_step), then the steps chain there (beam_step ranks the candidates
+// and moves the rows) and the host follows each record one step behind (BeamSearch::apply).
+// <|endoftext|> is suppressed at every position, so no sequence finishes and exactly `steps`
+// steps run after the first. Milliseconds per step from the first step's record;
+// whole_window: queued as decode_encoded queues it, the result ignored (0).
 double forced_beam_chain_ms_per_step(WhisperSession& session, const std::vector<int32_t>& prefix,
                                      int beam, int steps, const DeviceChoice& choice,
                                      bool whole_window) {
@@ -221,40 +221,27 @@ double forced_beam_chain_ms_per_step(WhisperSession& session, const std::vector<
   always.push_back(choice.grammar.eot);
   std::sort(always.begin(), always.end());
   always.erase(std::unique(always.begin(), always.end()), always.end());
-  StepRule first_rule;
-  check(step_rule(choice.filters, prefix, first_rule), ErrorKind::internal,
-        "[bench] the default filters have no rule form after the prefix");
-  const int k = beam + 1;
-  Tensor at_sot;
-  const auto& c =
-      session.decode_initial_choose(prefix, choice.sot_index, always, first_rule.v, k, at_sot);
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;
-  for (int r = 0; r < beam; ++r) {
-    ids.insert(ids.end(), c.ids.begin(), c.ids.end());
-    logprobs.insert(logprobs.end(), c.logprobs.begin(), c.logprobs.end());
-  }
   BeamSearch search(beam, choice.grammar.eot, std::nullopt);
   std::vector<std::vector<int32_t>> rows(size_t(beam), prefix);
   std::vector<float> sums(size_t(beam), 0.0f);
-  session.fork(beam);
-  session.reorder_rows(search.update(rows, ids, logprobs, k, sums).source);
   BeamChainStart start;
-  check(beam_chain_rows(choice.filters, rows, sample_begin, true, choice.grammar, start),
-        ErrorKind::internal, "[bench] the default filters have no rule form after a row");
-  start.sums = sums;
+  check(beam_chain_rows(choice.filters, std::span(rows).first(1), sample_begin, true,
+                        choice.grammar, start),
+        ErrorKind::internal, "[bench] the default filters have no rule form after the prefix");
+  start.sums = {0.0f};
   start.max_finished = search.max_candidates();
   start.always = always;
   start.eot = choice.grammar.eot;
   start.timestamp_begin = choice.grammar.timestamp_begin;
-  const auto t0 = Clock::now();
-  session.beam_chain_begin(start);
-  const int begin = session.n_cached();
+  session.beam_chain_begin_initial(prefix, choice.sot_index, beam, start);
+  const int begin = session.n_cached() - 1;  // the first step's offset
+  auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
     session.beam_chain_launch();
-    if (i > 0) search.apply(rows, session.beam_chain_result(begin + i - 1), sums);
+    search.apply(rows, session.beam_chain_result(begin + i), sums);
+    if (i == 0) t0 = Clock::now();  // the clock starts once the first step is read
   }
-  search.apply(rows, session.beam_chain_result(begin + steps - 1), sums);
+  search.apply(rows, session.beam_chain_result(begin + steps), sums);
   const double ms = ms_since(t0) / steps;
   session.beam_chain_end();
   return whole_window ? 0.0 : ms;

@@ -69,6 +69,10 @@ struct WhisperSession::BeamChain {
   Tensor first;    // i32 [1]
   Tensor history;  // i32 [n_text_ctx, beam_record_width(kMaxRows)] (pinned on CUDA)
   std::vector<std::unique_ptr<cuda::Event>> done;  // CUDA: per offset, after the step
+  // beam_chain_begin_initial: position sot_index's logits on the CPU (pinned memory on CUDA),
+  // and the offset of the initial pass's step (-1: the chain began with beam_chain_begin).
+  std::shared_ptr<float> initial_logits;
+  int initial = -1;
   const Tensor* mask = nullptr;
   BeamStepParams params;
   int n = 0;              // rows
@@ -76,26 +80,23 @@ struct WhisperSession::BeamChain {
   BeamStepRecord record;  // beam_chain_result's
 };
 
-void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
+void WhisperSession::beam_chain_setup(const BeamChainStart& start, int64_t n, int64_t m,
+                                      const std::string& what) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
   const Device dev = model_->device();
-  const std::string what = "[whisper] beam_chain_begin";
-  check_arg(encoded_ && rows_active(), what + ": no rows; fork() first");
   check_arg(!beam_chain_active_, what + ": a beam chain is running; beam_chain_end() first");
-  const int64_t n = n_rows_;
-  check_arg(n <= kMaxRows, what + ": " + std::to_string(n) + " rows; a chain runs at most " +
-                               std::to_string(kMaxRows));
-  check_arg(start.tokens.size() == size_t(n) && start.sums.size() == size_t(n) &&
-                start.rules.size() == size_t(n * kRuleWidth) &&
-                start.states.size() == size_t(n * kTimestampRuleState),
-            what + ": the start's tokens, sums, rules and states are not for " + std::to_string(n) +
+  check_arg(n >= 1 && n <= kMaxRows, what + ": " + std::to_string(n) + " rows; a chain runs 1 to " +
+                                         std::to_string(kMaxRows));
+  check_arg(start.tokens.size() == size_t(m) && start.sums.size() == size_t(m) &&
+                start.rules.size() == size_t(m * kRuleWidth) &&
+                start.states.size() == size_t(m * kTimestampRuleState),
+            what + ": the start's tokens, sums, rules and states are not for " + std::to_string(m) +
                 " rows");
   check_token_ids(start.tokens, c.n_vocab, what);
   check_arg(start.max_finished >= 1 && start.finished >= 0 && start.finished < start.max_finished,
             what + ": finished " + std::to_string(start.finished) + " of " +
                 std::to_string(start.max_finished));
-  check_arg(n_cached_ + 1 <= c.n_text_ctx, what + ": the text context is full");
   if (!beam_chain_) {  // once per session
     auto ch = std::make_shared<BeamChain>();
     ch->io = Tensor::zeros({2, io_width(kMaxRows)}, DType::i32, dev);
@@ -107,9 +108,14 @@ void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
                                             [](int32_t* p) { cuda::free_pinned(p); });
       std::memset(pinned.get(), 0, bytes);
       ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, width}, DType::i32, dev, pinned);
+      ch->initial_logits = std::shared_ptr<float>(
+          static_cast<float*>(cuda::malloc_pinned(size_t(c.n_vocab) * sizeof(float))),
+          [](float* p) { cuda::free_pinned(p); });
       for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
     } else {
       ch->history = Tensor::zeros({c.n_text_ctx, width}, DType::i32, dev);
+      ch->initial_logits =
+          std::shared_ptr<float>(new float[size_t(c.n_vocab)](), std::default_delete<float[]>());
     }
     beam_chain_ = std::move(ch);
   }
@@ -119,27 +125,113 @@ void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
   ch.params.max_finished = start.max_finished;
   ch.params.slot_stride = c.n_text_ctx;
   ch.params.grammar = {start.eot, start.timestamp_begin};
-  // The first step's inputs, staged on the host and uploaded in one copy (and `first`).
-  Tensor host = host_pool_.alloc({io_width(kMaxRows) + 1}, DType::i32);
-  std::fill_n(host.data<int32_t>(), host.numel(), 0);
-  const Tensor staged_row = host.slice0(0, io_width(kMaxRows));
-  BeamIo staged(staged_row, n);
-  for (int64_t r = 0; r < n; ++r) {
-    const int32_t slot = row_slot_[size_t(r)];
+  ch.initial = -1;
+}
+
+namespace {
+
+// The io row of a step over the m rows of `start` at `offset` (their slots `slots`), then
+// the copies' first position, staged on the host: i32 [io_width(kMaxRows) + 1].
+std::vector<int32_t> stage_io(const BeamChainStart& start, int64_t m, const int32_t* slots,
+                              int64_t offset, int n_text_ctx, int first) {
+  std::vector<int32_t> v(size_t(io_width(kMaxRows) + 1), 0);
+  const Tensor row = Tensor::view(v.data(), {io_width(kMaxRows)}, DType::i32, Device::cpu, nullptr);
+  BeamIo staged(row, m);
+  for (int64_t r = 0; r < m; ++r) {
     staged.rows.tokens.data<int32_t>()[r] = start.tokens[size_t(r)];
-    staged.rows.slots.data<int32_t>()[r] = slot;
-    staged.rows.cache_rows.data<int32_t>()[r] = slot * c.n_text_ctx + n_cached_;
+    staged.rows.slots.data<int32_t>()[r] = slots[r];
+    staged.rows.cache_rows.data<int32_t>()[r] = slots[r] * n_text_ctx + int32_t(offset);
     staged.sums.data<float>()[r] = start.sums[size_t(r)];
   }
   std::copy(start.rules.begin(), start.rules.end(), staged.rows.rules.data<int32_t>());
   std::copy(start.states.begin(), start.states.end(), staged.states.data<int32_t>());
   staged.finished.data<int32_t>()[0] = start.finished;
-  host.data<int32_t>()[io_width(kMaxRows)] = fork_at_;
+  v.back() = first;
+  return v;
+}
+
+}  // namespace
+
+void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
+  const WhisperConfig& c = model_->config();
+  const std::string what = "[whisper] beam_chain_begin";
+  check_arg(encoded_ && rows_active(), what + ": no rows; fork() first");
+  check_arg(n_cached_ + 1 <= c.n_text_ctx, what + ": the text context is full");
+  beam_chain_setup(start, n_rows_, n_rows_, what);
+  BeamChain& ch = *beam_chain_;
+  const std::vector<int32_t> staged =
+      stage_io(start, n_rows_, row_slot_.data(), n_cached_, c.n_text_ctx, fork_at_);
+  Tensor host = host_pool_.alloc({int64_t(staged.size())}, DType::i32);
+  std::copy(staged.begin(), staged.end(), host.data<int32_t>());
+  Tensor device = model_->device() == Device::cpu ? host : pool_.alloc(host.shape(), DType::i32);
+  if (model_->device() != Device::cpu) device.copy_from(host);  // one upload
   const int parity = n_cached_ % 2;
-  ch.io.slice0(parity, parity + 1).reshape({io_width(kMaxRows)}).copy_from(staged_row);
-  ch.first.copy_from(host.slice0(io_width(kMaxRows), io_width(kMaxRows) + 1));
+  const int64_t w = io_width(kMaxRows);
+  ch.io.slice0(parity, parity + 1).reshape({w}).copy_from(device.slice0(0, w));
+  ch.first.copy_from(device.slice0(w, w + 1));
   ch.begin = n_cached_;
   beam_chain_active_ = true;
+}
+
+void WhisperSession::beam_chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                                              int n_rows, const BeamChainStart& start) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const std::string what = "[whisper] beam_chain_begin_initial";
+  check_arg(encoded_, what + ": call encode() first");
+  check_arg(!tokens.empty() && start.tokens.size() == 1 && start.tokens[0] == tokens.back(),
+            what + ": the start is one row whose token is the last initial token");
+  beam_chain_setup(start, n_rows, 1, what);
+  BeamChain& ch = *beam_chain_;
+  const int64_t n = n_rows, k = n + 1;
+  // The initial pass's last position is the chain's first step; its io row (one row of
+  // candidates, slot 0) goes up with the pass's token ids, `first` after it.
+  const int64_t at = n_cached_ + int64_t(tokens.size()) - 1;
+  const int32_t slot0 = 0;
+  const std::vector<int32_t> staged = stage_io(start, 1, &slot0, at, c.n_text_ctx, int32_t(at + 1));
+  Tensor io_in;
+  const Tensor logits = initial_logits(tokens, sot_index, staged, &io_in, what);
+  const int64_t w = io_width(kMaxRows);
+  ch.io.slice0(at % 2, at % 2 + 1).reshape({w}).copy_from(io_in.slice0(0, w));
+  ch.first.copy_from(io_in.slice0(w, w + 1));
+  fork(n_rows);  // every slot gets the initial positions
+  const BeamIo in(ch.io.slice0(at % 2, at % 2 + 1).reshape({w}), 1);
+  const BeamIo next(ch.io.slice0((at + 1) % 2, (at + 1) % 2 + 1).reshape({w}), n);
+  Tensor logprobs = pool_.alloc({1, k}, DType::f32), ids = pool_.alloc({1, k}, DType::i32);
+  masked_topk(logits.slice0(1, 2), ch.mask, in.rows.rules, int(k), logprobs, ids);
+  BeamStepOut out{
+      next.rows.tokens,
+      next.sums,
+      next.rows.slots,
+      next.rows.cache_rows,
+      next.copy_from,
+      next.states,
+      next.rows.rules,
+      next.finished,
+      ch.history.slice0(at, at + 1).reshape({ch.history.dim(1)}).slice0(0, beam_record_width(n))};
+  BeamStepParams params = ch.params;
+  params.next_position = int32_t(at + 1);
+  // Its rows are one sequence in every slot: no copies.
+  beam_step(ids, logprobs, {in.sums, in.rows.slots, in.states, in.finished}, out, params);
+  float* row = ch.initial_logits.get();
+  const Tensor at_sot = logits.slice0(0, 1);
+  const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
+  if (model_->device() == Device::cuda) {
+    cuda::memcpy_d2h_async(row, at_sot.raw(), row_bytes);
+    ch.done[size_t(at)]->record();
+  } else {
+    std::memcpy(row, at_sot.raw(), row_bytes);
+  }
+  ch.initial = int(at);
+  ch.begin = int(at);
+  beam_chain_active_ = true;
+}
+
+std::span<const float> WhisperSession::beam_chain_initial_logits() {
+  check_arg(beam_chain_active_ && beam_chain_->initial >= 0,
+            "[whisper] beam_chain_initial_logits: the chain did not begin at an initial pass");
+  if (model_->device() == Device::cuda) beam_chain_->done[size_t(beam_chain_->initial)]->wait();
+  return {beam_chain_->initial_logits.get(), size_t(model_->config().n_vocab)};
 }
 
 void WhisperSession::beam_chain_choose(const Tensor& logits, int64_t offset) {

@@ -163,6 +163,17 @@ void SessionLogitsSource::beam_chain_begin(const BeamChainStart& start) {
   chain_read_ = session_.n_cached();
 }
 
+void SessionLogitsSource::beam_chain_begin_initial(std::span<const int32_t> tokens,
+                                                   int64_t sot_index, int n_rows,
+                                                   const BeamChainStart& start) {
+  session_.beam_chain_begin_initial(tokens, sot_index, n_rows, start);
+  chain_read_ = session_.n_cached() - 1;  // the initial pass's step is the first read
+}
+
+std::span<const float> SessionLogitsSource::beam_chain_initial_logits() {
+  return session_.beam_chain_initial_logits();
+}
+
 void SessionLogitsSource::beam_chain_launch() { session_.beam_chain_launch(); }
 
 const BeamStepRecord& SessionLogitsSource::beam_chain_read() {
@@ -193,6 +204,11 @@ namespace {
 }  // namespace
 
 void LogitsSource::beam_chain_begin(const BeamChainStart&) { no_beam_chain(); }
+void LogitsSource::beam_chain_begin_initial(std::span<const int32_t>, int64_t, int,
+                                            const BeamChainStart&) {
+  no_beam_chain();
+}
+std::span<const float> LogitsSource::beam_chain_initial_logits() { no_beam_chain(); }
 void LogitsSource::beam_chain_launch() { no_beam_chain(); }
 const BeamStepRecord& LogitsSource::beam_chain_read() { no_beam_chain(); }
 void LogitsSource::beam_chain_end() { no_beam_chain(); }
@@ -490,36 +506,49 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
   return true;
 }
 
-// Beam search's steps from `first` (>= 1: the first step, whose rows are all the same
-// sequence, was made on the host) chained on the source's device (LogitsSource::chains_beam):
-// step t + 1 is queued before step t's record is read and applied to rows and beams, as
-// BeamSearch::update would have made it. False (nothing done) where the filters have no rule
-// form after some row; then the steps go one at a time.
+// Beam search's steps from `first` chained on the source's device
+// (LogitsSource::chains_beam): step t + 1 is queued before step t's record is read and applied
+// to rows and beams, as BeamSearch::update would have made it. first = 0: the chain begins at
+// the window's initial pass (the search's first step on the device too, the no-speech
+// probability read from it); first = 1: after the host's first step (rows forked). False
+// (nothing done) where the filters have no rule form after some row; then the steps go one
+// at a time.
 bool chain_beam_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
                       const DecodingOptions& options, const WindowPlan& plan,
                       std::span<const int32_t> always, int n_ctx, int first, Rows& rows,
-                      BeamSearch& beams) {
+                      BeamSearch& beams, DecodingResult& result) {
   constexpr int kDepth = 2;  // steps in flight: the one being read and the one behind it
   const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
   if (first >= end) return false;
   BeamChainStart start;
-  if (!beam_chain_rows(plan.filters, rows.tokens, plan.sample_begin, !options.without_timestamps,
+  // From the initial pass the start is one row: the rows are one sequence until then.
+  const std::span<const std::vector<int32_t>> from =
+      first == 0 ? std::span<const std::vector<int32_t>>(rows.tokens).first(1)
+                 : std::span<const std::vector<int32_t>>(rows.tokens);
+  if (!beam_chain_rows(plan.filters, from, plan.sample_begin, !options.without_timestamps,
                        {tokenizer.eot(), tokenizer.timestamp_begin()}, start))
     return false;
-  start.sums = rows.sum_logprobs;
+  start.sums.assign(rows.sum_logprobs.begin(), rows.sum_logprobs.begin() + long(from.size()));
   start.finished = beams.n_finished();
   start.max_finished = beams.max_candidates();
   start.always = always;
   start.eot = tokenizer.eot();
   start.timestamp_begin = tokenizer.timestamp_begin();
-  source.beam_chain_begin(start);
+  if (first == 0)
+    source.beam_chain_begin_initial(rows.tokens[0], plan.sot_index, beams.beam_size(), start);
+  else
+    source.beam_chain_begin(start);
   try {
-    int launched = first;
+    int launched = first == 0 ? 1 : first;
     for (int i = first; i < end; ++i) {
       for (; launched < std::min(end, i + kDepth); ++launched) {
         check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
               "[whisper] decoding cancelled");
         source.beam_chain_launch();
+      }
+      if (i == 0) {  // as decode_encoded's initial pass, before the first step
+        result.no_speech_prob = no_speech_prob_at(source.beam_chain_initial_logits(), tokenizer);
+        if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
       }
       if (beams.apply(rows.tokens, source.beam_chain_read(), rows.sum_logprobs).completed) break;
     }
@@ -708,7 +737,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
                             options.beam_size <= kBeamChainMaxRows && source.chains_beam();
   for (int i = 0; i < sample_len; ++i) {
     if (i == 1 && beam_chained &&
-        chain_beam_steps(source, tokenizer, options, plan, always, n_ctx, i, rows, *beams))
+        chain_beam_steps(source, tokenizer, options, plan, always, n_ctx, i, rows, *beams, result))
       break;
     if (i == 1 && chained &&
         chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, i, stream, rows,
@@ -727,6 +756,10 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
       if (chosen && chained &&
           chain_greedy_steps(source, tokenizer, options, plan, always, n_ctx, 0, stream, rows,
                              result))
+        break;
+      if (chosen && beam_chained &&
+          chain_beam_steps(source, tokenizer, options, plan, always, n_ctx, 0, rows, *beams,
+                           result))
         break;
       if (chosen) {
         const Tensor at_sot =

@@ -117,15 +117,24 @@ class LogitsSource {
   // Beam search chained on the source's device (WhisperSession::beam_chain_begin): true where
   // the source runs it (CUDA sessions, unless PARLEY_BEAM_PIPELINE=0 or
   // PARLEY_DEVICE_CHOICE=0). decode_encoded's beam search (2 <= beam_size <= kBeamChainMaxRows)
-  // then makes its first step on the host as before and chains the later ones: the device
-  // ranks the candidates and moves the rows, the host follows each step from its record
-  // (BeamSearch::apply) one step behind; the result is the same. beam_chain_begin starts it
+  // then runs as a chain on the device from the window's initial pass (or, with
+  // PARLEY_INITIAL_CHOICE=0, from its second step): the device ranks the candidates and moves
+  // the rows, the host follows each step from its record (BeamSearch::apply) one step behind;
+  // the result is the same. beam_chain_begin starts it
   // after the cached tokens, with the rows forked; beam_chain_launch queues the next step;
   // beam_chain_read returns the record of the oldest step launched and not yet read, waiting
   // for that step only; beam_chain_end ends the chain and the rows. The defaults throw
   // Error(unsupported).
+  // beam_chain_begin_initial starts the chain at a window's initial pass instead
+  // (WhisperSession::beam_chain_begin_initial: the pass, the fork and the search's first step
+  // on the device): the first beam_chain_read is that first step, and
+  // beam_chain_initial_logits() position sot_index's logits (f32 [n_vocab], for the
+  // no-speech probability), waiting for that pass only.
   virtual bool chains_beam() const { return false; }
   virtual void beam_chain_begin(const BeamChainStart& start);
+  virtual void beam_chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
+                                        int n_rows, const BeamChainStart& start);
+  virtual std::span<const float> beam_chain_initial_logits();
   virtual void beam_chain_launch();
   virtual const BeamStepRecord& beam_chain_read();
   virtual void beam_chain_end();
@@ -168,6 +177,9 @@ class SessionLogitsSource : public LogitsSource {
   void chain_end() override;
   bool chains_beam() const override;
   void beam_chain_begin(const BeamChainStart& start) override;
+  void beam_chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index, int n_rows,
+                                const BeamChainStart& start) override;
+  std::span<const float> beam_chain_initial_logits() override;
   void beam_chain_launch() override;
   const BeamStepRecord& beam_chain_read() override;
   void beam_chain_end() override;

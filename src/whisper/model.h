@@ -235,6 +235,17 @@ class WhisperSession {
   // beam_chain_end() ends the chain and the rows (the steps launched past the end wrote
   // slots the host no longer follows); the shared cache stays: n_cached() is fork()'s again.
   void beam_chain_begin(const BeamChainStart& start);
+  // beam_chain_begin_initial(tokens, sot_index, n_rows, start) starts the chain at a window's
+  // initial pass instead (nothing of it cached before, no rows): decode() of the initial
+  // `tokens`, fork(n_rows), then the search's first step on the device from the last
+  // position's top n_rows + 1 under the rule of `start` (one row: the last initial token, the
+  // first sampled position's rule row, the grammar state of no sampled token, score 0): the
+  // chain's first step, at offset n_cached() - 1 after it. Position sot_index's logits go to
+  // the host asynchronously: beam_chain_initial_logits() returns them (f32 [n_vocab] on the
+  // CPU, valid until the next chain), waiting for that pass only.
+  void beam_chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index, int n_rows,
+                                const BeamChainStart& start);
+  std::span<const float> beam_chain_initial_logits();
   void beam_chain_launch();
   const BeamStepRecord& beam_chain_result(int offset);
   void beam_chain_end();
@@ -333,6 +344,9 @@ class WhisperSession {
   struct BeamChain;  // beam_chain.cpp
   std::shared_ptr<BeamChain> beam_chain_;
   bool beam_chain_active_ = false;  // the rows' slots are on the device, not in row_slot_
+  // The chain's buffers (once per session), checks of `start` (m rows of it) and the chain's
+  // settings for n rows.
+  void beam_chain_setup(const BeamChainStart& start, int64_t n, int64_t m, const std::string& what);
   // A chained beam step's work after the rows' logits (f32 [rows, n_vocab] on the device) at
   // `offset`: masked_topk, beam_step, copy_slot_rows. Device work only (a graph captures it).
   void beam_chain_choose(const Tensor& logits, int64_t offset);

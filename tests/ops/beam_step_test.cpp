@@ -29,7 +29,8 @@ struct Want {
   bool completed = false;
 };
 
-Want reference(const std::vector<int32_t>& ids, const std::vector<float>& lp, int n, int k,
+// m candidate rows (m = n, or 1: the first step, all n rows one sequence) for n rows.
+Want reference(const std::vector<int32_t>& ids, const std::vector<float>& lp, int m, int n, int k,
                const std::vector<float>& sums, const std::vector<int32_t>& slots,
                const std::vector<int32_t>& states, int32_t finished, int32_t max_finished) {
   struct Cand {
@@ -38,7 +39,7 @@ Want reference(const std::vector<int32_t>& ids, const std::vector<float>& lp, in
     float score;
   };
   std::vector<Cand> cands;
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < m; ++r)
     for (int j = 0; j < k; ++j) {
       const float s = sums[size_t(r)] + lp[size_t(r * k + j)];
       cands.push_back({r, ids[size_t(r * k + j)], std::isnan(s) ? -INFINITY : s});
@@ -120,15 +121,18 @@ class BeamStep : public OpTest {
 };
 
 TEST_P(BeamStep, MatchesTheReferenceUpdate) {
-  for (int trial = 0; trial < 60; ++trial) {
-    const int n = trial < 50 ? int(uniform_int(1, 8)) : int(uniform_int(9, 31));
-    const int k = trial % 3 == 0 ? n + 1 : int(uniform_int(2, std::min(2 * n + 2, 32)));
-    SCOPED_TRACE("trial " + std::to_string(trial) + " n " + std::to_string(n) + " k " +
-                 std::to_string(k));
+  for (int trial = 0; trial < 80; ++trial) {
+    const int n = trial % 10 < 8 ? int(uniform_int(1, 8)) : int(uniform_int(9, 31));
+    // Every fourth trial a first step: one row of candidates for the n rows (k > n then, so
+    // that n of them are not <|endoftext|>).
+    const int m = trial % 4 == 3 ? 1 : n;
+    const int k = m == 1 || trial % 3 == 0 ? n + 1 : int(uniform_int(2, std::min(2 * n + 2, 32)));
+    SCOPED_TRACE("trial " + std::to_string(trial) + " m " + std::to_string(m) + " n " +
+                 std::to_string(n) + " k " + std::to_string(k));
     // Each row's k distinct ids, <|endoftext|> among them at times, best first.
     std::vector<int32_t> ids;
     std::vector<float> lp;
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < m; ++r) {
       std::vector<int32_t> row;
       if (uniform_int(0, 2) == 0) row.push_back(kEot);
       while (int(row.size()) < k) {
@@ -150,21 +154,21 @@ TEST_P(BeamStep, MatchesTheReferenceUpdate) {
       lp.insert(lp.end(), v.begin(), v.end());
     }
     std::vector<float> sums;
-    for (int r = 0; r < n; ++r) sums.push_back(-0.5f * float(uniform_int(0, 6)));
-    std::vector<int32_t> slots(static_cast<size_t>(n));
+    for (int r = 0; r < m; ++r) sums.push_back(-0.5f * float(uniform_int(0, 6)));
+    std::vector<int32_t> slots(static_cast<size_t>(m));
     std::iota(slots.begin(), slots.end(), 0);
     std::shuffle(slots.begin(), slots.end(), rng_);
     std::vector<int32_t> states;
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < m; ++r) {
       states.push_back(int32_t(uniform_int(0, 3) != 0));
       states.push_back(uniform_int(0, 3) == 0 ? -1 : int32_t(uniform_int(0, kTb + 40)));
       states.push_back(uniform_int(0, 2) == 0 ? -1 : int32_t(kTb + uniform_int(0, 40)));
     }
     const int32_t max_finished = int32_t(uniform_int(1, n + 2));
     const int32_t finished = int32_t(uniform_int(0, max_finished - 1));
-    const Want w = reference(ids, lp, n, k, sums, slots, states, finished, max_finished);
+    const Want w = reference(ids, lp, m, n, k, sums, slots, states, finished, max_finished);
 
-    const BeamStepIn in{f32(sums, {n}), i32(slots, {n}), i32(states, {n, 3}), i32({finished}, {1})};
+    const BeamStepIn in{f32(sums, {m}), i32(slots, {m}), i32(states, {m, 3}), i32({finished}, {1})};
     BeamStepOut o{out({n}, DType::i32),
                   out({n}, DType::f32),
                   out({n}, DType::i32),
@@ -179,7 +183,7 @@ TEST_P(BeamStep, MatchesTheReferenceUpdate) {
     p.slot_stride = kStride;
     p.next_position = kNext;
     p.grammar = {kEot, kTb};
-    beam_step(i32(ids, {n, k}), f32(lp, {n, k}), in, o, p);
+    beam_step(i32(ids, {m, k}), f32(lp, {m, k}), in, o, p);
 
     const std::vector<int32_t> rec = read_i32(o.record);
     EXPECT_EQ(read_i32(o.tokens), w.tokens);
@@ -250,6 +254,16 @@ TEST_P(BeamStep, RejectsBadArguments) {
   Tensor wide = i32z({n, 65});
   expect_error([&] { beam_step(wide, f32z({n, 65}), in, o, p); }, {op, "ids"});
   expect_error([&] { beam_step(ids, f32z({n, 2}), in, o, p); }, {op, "logprobs"});
+  expect_error(
+      [&] {
+        beam_step(i32z({n + 1, k}), f32z({n + 1, k}), in, o, p);
+      },
+      {op, "M <= N"});  // more candidate rows than rows
+  expect_error(
+      [&] {
+        beam_step(i32z({1, k}), f32z({1, k}), in, o, p);
+      },
+      {op, "in.sums"});  // one candidate row, in's shapes for two
   o.record = i32z({4});
   expect_error([&] { beam_step(ids, lp, in, o, p); }, {op, "record"});
   o = fresh();

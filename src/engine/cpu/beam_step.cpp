@@ -11,7 +11,7 @@ namespace parley::cpu {
 void beam_step(const Tensor& ids, const Tensor& logprobs, const BeamStepIn& in, BeamStepOut& out,
                const BeamStepParams& params) {
   const detail::BeamStepPtrs a = detail::beam_step_pointers(ids, logprobs, in, out);
-  const int nk = a.n * a.k;
+  const int nk = a.m * a.k;
   std::vector<float> scores(static_cast<size_t>(nk));
   std::vector<int32_t> order(static_cast<size_t>(nk)), source(static_cast<size_t>(a.n));
   for (int c = 0; c < nk; ++c) scores[size_t(c)] = detail::beam_score(a, c);

@@ -19,7 +19,7 @@ __global__ void beam_step_kernel(detail::BeamStepPtrs a, BeamStepParams p) {
   __shared__ int32_t ids[kBeamStepMaxCandidates];
   __shared__ int32_t order[kBeamStepMaxCandidates];
   __shared__ int32_t source[kBeamStepMaxRows];
-  const int nk = a.n * a.k;
+  const int nk = a.m * a.k;
   for (int c = threadIdx.x; c < nk; c += blockDim.x) {
     scores[c] = detail::beam_score(a, c);
     ids[c] = a.ids[c];
@@ -62,7 +62,7 @@ __global__ void copy_slot_rows_kernel(CacheBases caches, const int32_t* slots,
 void beam_step(const Tensor& ids, const Tensor& logprobs, const BeamStepIn& in, BeamStepOut& out,
                const BeamStepParams& params) {
   const detail::BeamStepPtrs a = detail::beam_step_pointers(ids, logprobs, in, out);
-  const int threads = std::min(kBeamStepMaxCandidates, (a.n * a.k + 31) / 32 * 32);
+  const int threads = std::min(kBeamStepMaxCandidates, (a.m * a.k + 31) / 32 * 32);
   beam_step_kernel<<<1, unsigned(threads), 0, stream()>>>(a, params);
   check_launch("beam_step");
 }

@@ -25,38 +25,40 @@ void beam_step(const Tensor& ids, const Tensor& logprobs, const BeamStepIn& in, 
                                                       {"record", &out.record}};
   const Device dev = detail::check_args(op, inputs);
   detail::require(detail::check_args(op, outputs) == dev, op, "inputs and outputs on two devices");
-  detail::require(ids.ndim() == 2, op,
-                  [&] { return detail::arg_str("ids", ids) + ": expected [N, K]"; });
-  const int64_t n = ids.dim(0), k = ids.dim(1);
-  detail::require(n >= 1 && n <= kBeamStepMaxRows && k >= 1 && k <= kMaskedTopKMax &&
-                      n * k <= kBeamStepMaxCandidates,
+  detail::require(ids.ndim() == 2 && out.tokens.ndim() == 1, op, [&] {
+    return detail::arg_str("ids", ids) + ", " + detail::arg_str("out.tokens", out.tokens) +
+           ": expected ids [M, K] and out.tokens [N]";
+  });
+  const int64_t m = ids.dim(0), k = ids.dim(1), n = out.tokens.dim(0);
+  detail::require(m >= 1 && m <= n && n <= kBeamStepMaxRows && k >= 1 && k <= kMaskedTopKMax &&
+                      m * k <= kBeamStepMaxCandidates,
                   op, [&] {
-                    return detail::arg_str("ids", ids) +
-                           ": expected 1 <= N <= " + std::to_string(kBeamStepMaxRows) +
+                    return detail::arg_str("ids", ids) + " for " + std::to_string(n) +
+                           " rows: expected 1 <= M <= N <= " + std::to_string(kBeamStepMaxRows) +
                            ", 1 <= K <= " + std::to_string(kMaskedTopKMax) +
-                           ", N * K <= " + std::to_string(kBeamStepMaxCandidates);
+                           ", M * K <= " + std::to_string(kBeamStepMaxCandidates);
                   });
   detail::check_dtype(op, "ids", ids, DType::i32);
   detail::check_dtype(op, "logprobs", logprobs, DType::f32);
   detail::check_shape(op, "logprobs", logprobs, ids.shape());
   const int64_t s = kTimestampRuleState;
+  detail::check_dtype(op, "in.sums", in.sums, DType::f32);
+  detail::check_shape(op, "in.sums", in.sums, Shape{m});
+  detail::check_dtype(op, "out.sums", out.sums, DType::f32);
+  detail::check_shape(op, "out.sums", out.sums, Shape{n});
+  detail::check_dtype(op, "in.slots", in.slots, DType::i32);
+  detail::check_shape(op, "in.slots", in.slots, Shape{m});
   for (const detail::Arg& a :
-       {detail::Arg{"in.sums", &in.sums}, detail::Arg{"out.sums", &out.sums}}) {
-    detail::check_dtype(op, a.name, *a.t, DType::f32);
-    detail::check_shape(op, a.name, *a.t, Shape{n});
-  }
-  for (const detail::Arg& a :
-       {detail::Arg{"in.slots", &in.slots}, detail::Arg{"out.tokens", &out.tokens},
-        detail::Arg{"out.slots", &out.slots}, detail::Arg{"out.cache_rows", &out.cache_rows},
+       {detail::Arg{"out.tokens", &out.tokens}, detail::Arg{"out.slots", &out.slots},
+        detail::Arg{"out.cache_rows", &out.cache_rows},
         detail::Arg{"out.copy_from", &out.copy_from}}) {
     detail::check_dtype(op, a.name, *a.t, DType::i32);
     detail::check_shape(op, a.name, *a.t, Shape{n});
   }
-  for (const detail::Arg& a :
-       {detail::Arg{"in.states", &in.states}, detail::Arg{"out.states", &out.states}}) {
-    detail::check_dtype(op, a.name, *a.t, DType::i32);
-    detail::check_shape(op, a.name, *a.t, Shape{n, s});
-  }
+  detail::check_dtype(op, "in.states", in.states, DType::i32);
+  detail::check_shape(op, "in.states", in.states, Shape{m, s});
+  detail::check_dtype(op, "out.states", out.states, DType::i32);
+  detail::check_shape(op, "out.states", out.states, Shape{n, s});
   for (const detail::Arg& a :
        {detail::Arg{"in.finished", &in.finished}, detail::Arg{"out.finished", &out.finished}}) {
     detail::check_dtype(op, a.name, *a.t, DType::i32);

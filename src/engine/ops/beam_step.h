@@ -2,14 +2,18 @@
 // ops/reduce.h), so that beam search's decoder steps can follow each other on the device with
 // no host round trip, as greedy ones do with advance_timestamp_rule (ops/timestamp_rule.h).
 // It is openai-whisper's BeamSearchDecoder.update for N rows that are all different
-// sequences (every step after the first: the reference's candidates then never coincide),
-// plus the bookkeeping of a KV cache kept in slots and the timestamp grammar's next rule rows.
+// sequences (every step after the first: the reference's candidates then never coincide) or
+// all one (the first step), plus the bookkeeping of a KV cache kept in slots and the timestamp
+// grammar's next rule rows.
 //
-// Inputs, N rows of K candidates (K <= kMaskedTopKMax, N * K <= kBeamStepMaxCandidates):
-//   ids i32 [N, K], logprobs f32 [N, K]: each row's top K, best first (masked_topk's order);
-//   in.sums f32 [N]: each row's sum of log-probabilities so far;
-//   in.slots i32 [N]: the cache slot each row's positions are in (values in [0, N));
-//   in.states i32 [N, kTimestampRuleState]: each row's grammar state (timestamp_rule.h);
+// Inputs, M rows of K candidates for N rows (K <= kMaskedTopKMax, M * K <=
+// kBeamStepMaxCandidates, 1 <= M <= N): M = N for a step; M = 1 for the first step, whose N
+// rows are one sequence (the reference merges their equal candidates into one per token: the
+// first row's);
+//   ids i32 [M, K], logprobs f32 [M, K]: each row's top K, best first (masked_topk's order);
+//   in.sums f32 [M]: each row's sum of log-probabilities so far;
+//   in.slots i32 [M]: the cache slot each row's positions are in (values in [0, N));
+//   in.states i32 [M, kTimestampRuleState]: each row's grammar state (timestamp_rule.h);
 //   in.finished i32 [1]: how many sequences have finished so far.
 // The step, as the reference's: candidate (r, j) scores in.sums[r] + logprobs[r, j] (f32; a
 // NaN counts as -inf); candidates are taken best first (ties: r, then j, in order, as
@@ -30,9 +34,10 @@
 //     the host needs to follow the search, laid out as
 //       [source N | tokens N | sums N (f32 bits) | newly finished F | completed |
 //        finished source N | finished score N (f32 bits)]
-//     where source[i] is the row that row i continues, the first F entries of the finished
-//     columns are the sequences that finished at this step, best first (the row they extend
-//     with params.eot, and their score), and completed is 1 once max_finished have finished.
+//     where source[i] is the row (< M) that row i continues, the first F entries of the
+//     finished columns are the sequences that finished at this step, best first (the row
+//     they extend with params.eot, and their score), and completed is 1 once max_finished
+//     have finished.
 #pragma once
 
 #include <cstdint>

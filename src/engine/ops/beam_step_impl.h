@@ -16,7 +16,8 @@ namespace parley::detail {
 struct BeamStepPtrs {
   const int32_t* ids;
   const float* logprobs;
-  int n, k;
+  int m, k;  // candidate rows (ids [m, k]) and candidates per row
+  int n;     // rows that go on
   const float* sums_in;
   const int32_t* slots_in;
   const int32_t* states_in;
@@ -40,6 +41,7 @@ inline BeamStepPtrs beam_step_pointers(const Tensor& ids, const Tensor& logprobs
           logprobs.data<float>(),
           int(ids.dim(0)),
           int(ids.dim(1)),
+          int(out.tokens.numel()),
           in.sums.data<float>(),
           in.slots.data<int32_t>(),
           in.states.data<int32_t>(),
@@ -87,7 +89,7 @@ PARLEY_HOST_DEVICE inline void beam_select(const BeamStepPtrs& a, const float* s
   int32_t* rec_fin_source = rec + 3 * n + 2;
   int32_t* rec_fin_score = rec + 4 * n + 2;
   int finished = a.finished_in[0], fresh = 0, next = 0;
-  for (int r = 0; r < n * a.k && next < n; ++r) {
+  for (int r = 0; r < a.m * a.k && next < n; ++r) {
     const int c = order[r];
     const float score = scores[c];
     if (ids[c] == p.grammar.eot) {

@@ -37,7 +37,9 @@ FIGURES = [
      {"parley": ("whisper_decode_beam",),
       "whisper.cpp": ("whisper_full_beam5_decode_call", "whisper_full_beam5_step"),
       "transformers": ("whisper_decode_beam",)},
-     "parley: decode_rows + host pick + reorder_rows; whisper.cpp: its own timing of the "
+     "parley: a beam step chained on the device (the rows' pass, each row's top 6, "
+     "beam_step, slot copies; PARLEY_BEAM_PIPELINE=0: decode_rows + host pick + "
+     "reorder_rows); whisper.cpp: its own timing of the "
      "5-row decoder calls inside whisper_full's beam search (whisper_get_timings; its public "
      "API has no multi-sequence decode); transformers: decoder call of 5 rows with the cache"),
     ("jfk e2e, 30 forced greedy tokens, ms",
