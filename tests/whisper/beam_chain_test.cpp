@@ -164,6 +164,26 @@ TEST(BeamChain, SessionMisuseIsAnError) {
   EXPECT_EQ(session.n_cached(), 2);
   EXPECT_EQ(session.n_rows(), 0);
   EXPECT_THROW(session.beam_chain_launch(), Error);
+  EXPECT_THROW(session.beam_chain_initial_logits(), Error);  // no chain
+
+  // From an initial pass: the start is one row, whose token is the last initial token.
+  session.reset();
+  EXPECT_THROW(session.beam_chain_begin_initial(initial, 0, 2, start), Error);  // two rows
+  BeamChainStart one = start;
+  one.tokens = {initial.back()};
+  one.rules.resize(kRuleWidth);
+  one.states.resize(3);
+  one.sums = {0.0f};
+  EXPECT_THROW(session.beam_chain_begin_initial(initial, 0, 40, one), Error);  // > 31 rows
+  session.beam_chain_begin_initial(initial, 0, 3, one);
+  EXPECT_EQ(session.n_rows(), 3);
+  EXPECT_EQ(session.n_cached(), 2);
+  EXPECT_EQ(session.beam_chain_initial_logits().size(), size_t(tok.n_vocab()));
+  const BeamStepRecord& first = session.beam_chain_result(1);  // the pass's last position
+  EXPECT_EQ(first.source, (std::vector<int32_t>{0, 0, 0}));    // one sequence
+  EXPECT_THROW(session.beam_chain_begin_initial(initial, 0, 3, one), Error);  // running
+  session.beam_chain_end();
+  EXPECT_EQ(session.n_cached(), 2);
 }
 
 }  // namespace
