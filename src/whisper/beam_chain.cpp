@@ -1,5 +1,8 @@
-// Beam search kept on the device (WhisperSession::beam_chain_begin / beam_chain_launch /
-// beam_chain_result / beam_chain_end, model.h). A chained beam step decodes one token per
+// Beam search kept on the device (WhisperSession::beam_chain_begin_initial /
+// beam_chain_begin / beam_chain_launch / beam_chain_result / beam_chain_end, model.h).
+// beam_chain_begin_initial makes a window's initial pass, the fork into the rows' slots and
+// the search's first step (beam_step with one row of candidates: the rows are one sequence)
+// the chain's start, queued without a wait. A chained beam step decodes one token per
 // row, chooses each row's top rows + 1 with masked_topk under the suppress mask and the row's
 // rule row, then the engine's beam_step (ops/beam_step.h) ranks the candidates, takes out the
 // finished ones and writes the next step's tokens, slots, cache rows, rule rows, grammar
@@ -183,7 +186,6 @@ void WhisperSession::beam_chain_begin_initial(std::span<const int32_t> tokens, i
             what + ": the start is one row whose token is the last initial token");
   beam_chain_setup(start, n_rows, 1, what);
   BeamChain& ch = *beam_chain_;
-  const int64_t n = n_rows, k = n + 1;
   // The initial pass's last position is the chain's first step; its io row (one row of
   // candidates, slot 0) goes up with the pass's token ids, `first` after it.
   const int64_t at = n_cached_ + int64_t(tokens.size()) - 1;
@@ -195,24 +197,9 @@ void WhisperSession::beam_chain_begin_initial(std::span<const int32_t> tokens, i
   ch.io.slice0(at % 2, at % 2 + 1).reshape({w}).copy_from(io_in.slice0(0, w));
   ch.first.copy_from(io_in.slice0(w, w + 1));
   fork(n_rows);  // every slot gets the initial positions
-  const BeamIo in(ch.io.slice0(at % 2, at % 2 + 1).reshape({w}), 1);
-  const BeamIo next(ch.io.slice0((at + 1) % 2, (at + 1) % 2 + 1).reshape({w}), n);
-  Tensor logprobs = pool_.alloc({1, k}, DType::f32), ids = pool_.alloc({1, k}, DType::i32);
-  masked_topk(logits.slice0(1, 2), ch.mask, in.rows.rules, int(k), logprobs, ids);
-  BeamStepOut out{
-      next.rows.tokens,
-      next.sums,
-      next.rows.slots,
-      next.rows.cache_rows,
-      next.copy_from,
-      next.states,
-      next.rows.rules,
-      next.finished,
-      ch.history.slice0(at, at + 1).reshape({ch.history.dim(1)}).slice0(0, beam_record_width(n))};
-  BeamStepParams params = ch.params;
-  params.next_position = int32_t(at + 1);
-  // Its rows are one sequence in every slot: no copies.
-  beam_step(ids, logprobs, {in.sums, in.rows.slots, in.states, in.finished}, out, params);
+  // The search's first step: one row of candidates for the n rows (one sequence in every
+  // slot: no copies).
+  beam_chain_choose(logits.slice0(1, 2), at);
   float* row = ch.initial_logits.get();
   const Tensor at_sot = logits.slice0(0, 1);
   const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
@@ -236,27 +223,21 @@ std::span<const float> WhisperSession::beam_chain_initial_logits() {
 
 void WhisperSession::beam_chain_choose(const Tensor& logits, int64_t offset) {
   BeamChain& ch = *beam_chain_;
-  const int64_t n = ch.n, k = n + 1;
-  const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({ch.io.dim(1)}), n);
-  const BeamIo next(ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({ch.io.dim(1)}),
-                    n);
-  Tensor logprobs = pool_.alloc({n, k}, DType::f32), ids = pool_.alloc({n, k}, DType::i32);
+  const int64_t m = logits.dim(0), n = ch.n, k = n + 1;
+  const int64_t w = ch.io.dim(1);
+  const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({w}), m);
+  const BeamIo next(ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({w}), n);
+  Tensor logprobs = pool_.alloc({m, k}, DType::f32), ids = pool_.alloc({m, k}, DType::i32);
   masked_topk(logits, ch.mask, in.rows.rules, int(k), logprobs, ids);
   if (graphs_ && graphs_->warming()) return;  // the rest runs in the graph only (above)
-  BeamStepOut out{next.rows.tokens,
-                  next.sums,
-                  next.rows.slots,
-                  next.rows.cache_rows,
-                  next.copy_from,
-                  next.states,
-                  next.rows.rules,
-                  next.finished,
-                  ch.history.slice0(offset, offset + 1)
-                      .reshape({ch.history.dim(1)})
-                      .slice0(0, beam_record_width(n))};
+  Tensor record = ch.history.slice0(offset, offset + 1).reshape({ch.history.dim(1)});
+  BeamStepOut out{next.rows.tokens,     next.sums,      next.rows.slots,
+                  next.rows.cache_rows, next.copy_from, next.states,
+                  next.rows.rules,      next.finished,  record.slice0(0, beam_record_width(n))};
   BeamStepParams params = ch.params;
   params.next_position = int32_t(offset + 1);
   beam_step(ids, logprobs, {in.sums, in.rows.slots, in.states, in.finished}, out, params);
+  if (m == 1) return;  // one sequence (or one row): every successor reads the same slot
   std::vector<Tensor> caches;
   for (RowCache& rc : row_cache_) caches.push_back(rc.qkv);
   copy_slot_rows(caches, out.slots, out.copy_from, ch.first, offset + 1);

@@ -347,8 +347,10 @@ class WhisperSession {
   // The chain's buffers (once per session), checks of `start` (m rows of it) and the chain's
   // settings for n rows.
   void beam_chain_setup(const BeamChainStart& start, int64_t n, int64_t m, const std::string& what);
-  // A chained beam step's work after the rows' logits (f32 [rows, n_vocab] on the device) at
-  // `offset`: masked_topk, beam_step, copy_slot_rows. Device work only (a graph captures it).
+  // A chained beam step's work after the logits (f32 [m, n_vocab] on the device: the rows',
+  // or m = 1 at the initial pass) at `offset`: masked_topk, beam_step, copy_slot_rows (not
+  // while a graph's eager run warms up, and not for one row). Device work only (a graph
+  // captures it).
   void beam_chain_choose(const Tensor& logits, int64_t offset);
 };
 
