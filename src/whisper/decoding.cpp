@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string_view>
 
@@ -452,6 +453,42 @@ float no_speech_prob_of(const Tensor& logits, int sot_index, const WhisperTokeni
   return no_speech_prob_at(row_of(logits, sot_index), tokenizer);
 }
 
+// The loop of a chain begun at step `first` (greedy or beam, below): steps [first, end) are
+// launched kDepth ahead of the one being read (cancellation polled before each launch); at
+// step 0 (the initial pass was the chain's first step) the no-speech probability comes from
+// initial_logits(), before the step's result; read() takes the step's result and returns true
+// to stop. end() runs however the loop ends.
+struct ChainLoop {
+  std::function<void()> launch;
+  std::function<std::span<const float>()> initial_logits;
+  std::function<bool()> read;
+  std::function<void()> end;
+};
+
+void run_chain_loop(const ChainLoop& chain, const WhisperTokenizer& tokenizer,
+                    const DecodingOptions& options, int first, int end, DecodingResult& result) {
+  constexpr int kDepth = 2;  // steps in flight: the one being read and the one behind it
+  try {
+    int launched = first == 0 ? 1 : first;
+    for (int i = first; i < end; ++i) {
+      for (; launched < std::min(end, i + kDepth); ++launched) {
+        check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
+              "[whisper] decoding cancelled");
+        chain.launch();
+      }
+      if (i == 0) {  // as decode_encoded's initial pass, before the first token
+        result.no_speech_prob = no_speech_prob_at(chain.initial_logits(), tokenizer);
+        if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
+      }
+      if (chain.read()) break;
+    }
+  } catch (...) {
+    chain.end();
+    throw;
+  }
+  chain.end();
+}
+
 // decode_encoded's greedy steps `first`, first + 1, ... of one sequence, chained on the
 // source's device (LogitsSource::chain_begin): step i + 1 is queued before step i's token is
 // read, so the device does not wait for the host between steps; a step queued after the
@@ -464,8 +501,6 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
                         const DecodingOptions& options, const WindowPlan& plan,
                         std::span<const int32_t> always, int n_ctx, int first, bool stream,
                         Rows& rows, DecodingResult& result) {
-  // Steps in flight: the one being read and the one queued behind it.
-  constexpr int kDepth = 2;
   std::vector<int32_t>& tokens = rows.tokens[0];
   GreedyChainStart start;
   if (!greedy_chain_start(plan.filters, tokens, plan.sample_begin, !options.without_timestamps,
@@ -479,30 +514,18 @@ bool chain_greedy_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
     source.chain_begin_initial(tokens, plan.sot_index, start);
   else
     source.chain_begin(start);
-  try {
-    int launched = first == 0 ? 1 : first;
-    for (int i = first; i < end; ++i) {
-      for (; launched < std::min(end, i + kDepth); ++launched) {
-        check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
-              "[whisper] decoding cancelled");
-        source.chain_launch();
-      }
-      if (i == 0) {  // as decode_encoded's initial pass, before the first token
-        result.no_speech_prob = no_speech_prob_at(source.chain_initial_logits(), tokenizer);
-        if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
-      }
-      const auto [id, logprob] = source.chain_read();
-      // GreedyDecoder.update with the choice made next to the logits, as decode_encoded.
-      tokens.push_back(id);
-      rows.sum_logprobs[0] += logprob;
-      if (stream) options.on_token(id);
-      if (id == tokenizer.eot()) break;
-    }
-  } catch (...) {
-    source.chain_end();
-    throw;
-  }
-  source.chain_end();
+  run_chain_loop({[&] { source.chain_launch(); }, [&] { return source.chain_initial_logits(); },
+                  [&] {
+                    const auto [id, logprob] = source.chain_read();
+                    // GreedyDecoder.update with the choice made next to the logits, as
+                    // decode_encoded.
+                    tokens.push_back(id);
+                    rows.sum_logprobs[0] += logprob;
+                    if (stream) options.on_token(id);
+                    return id == tokenizer.eot();
+                  },
+                  [&] { source.chain_end(); }},
+                 tokenizer, options, first, end, result);
   return true;
 }
 
@@ -517,7 +540,6 @@ bool chain_beam_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
                       const DecodingOptions& options, const WindowPlan& plan,
                       std::span<const int32_t> always, int n_ctx, int first, Rows& rows,
                       BeamSearch& beams, DecodingResult& result) {
-  constexpr int kDepth = 2;  // steps in flight: the one being read and the one behind it
   const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
   if (first >= end) return false;
   BeamChainStart start;
@@ -538,25 +560,13 @@ bool chain_beam_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
     source.beam_chain_begin_initial(rows.tokens[0], plan.sot_index, beams.beam_size(), start);
   else
     source.beam_chain_begin(start);
-  try {
-    int launched = first == 0 ? 1 : first;
-    for (int i = first; i < end; ++i) {
-      for (; launched < std::min(end, i + kDepth); ++launched) {
-        check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
-              "[whisper] decoding cancelled");
-        source.beam_chain_launch();
-      }
-      if (i == 0) {  // as decode_encoded's initial pass, before the first step
-        result.no_speech_prob = no_speech_prob_at(source.beam_chain_initial_logits(), tokenizer);
-        if (options.on_no_speech_prob) options.on_no_speech_prob(result.no_speech_prob);
-      }
-      if (beams.apply(rows.tokens, source.beam_chain_read(), rows.sum_logprobs).completed) break;
-    }
-  } catch (...) {
-    source.beam_chain_end();
-    throw;
-  }
-  source.beam_chain_end();
+  run_chain_loop(
+      {[&] { source.beam_chain_launch(); }, [&] { return source.beam_chain_initial_logits(); },
+       [&] {
+         return beams.apply(rows.tokens, source.beam_chain_read(), rows.sum_logprobs).completed;
+       },
+       [&] { source.beam_chain_end(); }},
+      tokenizer, options, first, end, result);
   return true;
 }
 
