@@ -225,14 +225,10 @@ double forced_beam_chain_ms_per_step(WhisperSession& session, const std::vector<
   std::vector<std::vector<int32_t>> rows(size_t(beam), prefix);
   std::vector<float> sums(size_t(beam), 0.0f);
   BeamChainStart start;
-  check(beam_chain_rows(choice.filters, std::span(rows).first(1), sample_begin, true,
-                        choice.grammar, start),
+  check(beam_chain_start(choice.filters, std::span(rows).first(1), std::span(sums).first(1),
+                         sample_begin, true, always, choice.grammar, 0, search.max_candidates(),
+                         start),
         ErrorKind::internal, "[bench] the default filters have no rule form after the prefix");
-  start.sums = {0.0f};
-  start.max_finished = search.max_candidates();
-  start.always = always;
-  start.eot = choice.grammar.eot;
-  start.timestamp_begin = choice.grammar.timestamp_begin;
   session.beam_chain_begin_initial(prefix, choice.sot_index, beam, start);
   const int begin = session.n_cached() - 1;  // the first step's offset
   auto t0 = Clock::now();

@@ -30,6 +30,7 @@
 #include "engine/ops/beam_step.h"
 #include "engine/ops/reduce.h"
 #include "whisper/beam_search.h"
+#include "whisper/chain_history.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 #include "whisper/logit_filters.h"
@@ -68,17 +69,17 @@ struct BeamIo {
 }  // namespace
 
 struct WhisperSession::BeamChain {
-  Tensor io;       // i32 [2, io_width(kMaxRows)]
-  Tensor first;    // i32 [1]
-  Tensor history;  // i32 [n_text_ctx, beam_record_width(kMaxRows)] (pinned on CUDA)
-  std::vector<std::unique_ptr<cuda::Event>> done;  // CUDA: per offset, after the step
-  // beam_chain_begin_initial: position sot_index's logits on the CPU (pinned memory on CUDA),
-  // and the offset of the initial pass's step (-1: the chain began with beam_chain_begin).
-  std::shared_ptr<float> initial_logits;
-  int initial = -1;
+  BeamChain(Device device, const WhisperConfig& c)
+      : io(Tensor::zeros({2, io_width(kMaxRows)}, DType::i32, device)),
+        first(Tensor::zeros({1}, DType::i32, device)),
+        history(device, c.n_text_ctx, beam_record_width(kMaxRows), c.n_vocab) {}
+  Tensor io;     // i32 [2, io_width(kMaxRows)]
+  Tensor first;  // i32 [1]
+  // Per offset the step's record, and the initial pass's <|startoftranscript|> row when the
+  // chain began there.
+  whisper::ChainHistory history;
   const Tensor* mask = nullptr;
   BeamStepParams params;
-  int n = 0;              // rows
   int begin = 0;          // the chain's first offset
   BeamStepRecord record;  // beam_chain_result's
 };
@@ -87,7 +88,6 @@ void WhisperSession::beam_chain_setup(const BeamChainStart& start, int64_t n, in
                                       const std::string& what) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
-  const Device dev = model_->device();
   check_arg(!beam_chain_active_, what + ": a beam chain is running; beam_chain_end() first");
   check_arg(n >= 1 && n <= kMaxRows, what + ": " + std::to_string(n) + " rows; a chain runs 1 to " +
                                          std::to_string(kMaxRows));
@@ -100,35 +100,13 @@ void WhisperSession::beam_chain_setup(const BeamChainStart& start, int64_t n, in
   check_arg(start.max_finished >= 1 && start.finished >= 0 && start.finished < start.max_finished,
             what + ": finished " + std::to_string(start.finished) + " of " +
                 std::to_string(start.max_finished));
-  if (!beam_chain_) {  // once per session
-    auto ch = std::make_shared<BeamChain>();
-    ch->io = Tensor::zeros({2, io_width(kMaxRows)}, DType::i32, dev);
-    ch->first = Tensor::zeros({1}, DType::i32, dev);
-    const int64_t width = beam_record_width(kMaxRows);
-    if (dev == Device::cuda) {
-      const size_t bytes = size_t(c.n_text_ctx * width) * sizeof(int32_t);
-      const std::shared_ptr<int32_t> pinned(static_cast<int32_t*>(cuda::malloc_pinned(bytes)),
-                                            [](int32_t* p) { cuda::free_pinned(p); });
-      std::memset(pinned.get(), 0, bytes);
-      ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, width}, DType::i32, dev, pinned);
-      ch->initial_logits = std::shared_ptr<float>(
-          static_cast<float*>(cuda::malloc_pinned(size_t(c.n_vocab) * sizeof(float))),
-          [](float* p) { cuda::free_pinned(p); });
-      for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
-    } else {
-      ch->history = Tensor::zeros({c.n_text_ctx, width}, DType::i32, dev);
-      ch->initial_logits =
-          std::shared_ptr<float>(new float[size_t(c.n_vocab)](), std::default_delete<float[]>());
-    }
-    beam_chain_ = std::move(ch);
-  }
+  if (!beam_chain_) beam_chain_ = std::make_shared<BeamChain>(model_->device(), c);
   BeamChain& ch = *beam_chain_;
   ch.mask = &choice_mask(start.always);
-  ch.n = int(n);
   ch.params.max_finished = start.max_finished;
   ch.params.slot_stride = c.n_text_ctx;
-  ch.params.grammar = {start.eot, start.timestamp_begin};
-  ch.initial = -1;
+  ch.params.grammar = start.grammar;
+  ch.history.forget_initial();
 }
 
 namespace {
@@ -162,16 +140,19 @@ void WhisperSession::beam_chain_begin(const BeamChainStart& start) {
   check_arg(n_cached_ + 1 <= c.n_text_ctx, what + ": the text context is full");
   beam_chain_setup(start, n_rows_, n_rows_, what);
   BeamChain& ch = *beam_chain_;
-  const std::vector<int32_t> staged =
+  std::vector<int32_t> staged =
       stage_io(start, n_rows_, row_slot_.data(), n_cached_, c.n_text_ctx, fork_at_);
-  Tensor host = host_pool_.alloc({int64_t(staged.size())}, DType::i32);
-  std::copy(staged.begin(), staged.end(), host.data<int32_t>());
-  Tensor device = model_->device() == Device::cpu ? host : pool_.alloc(host.shape(), DType::i32);
-  if (model_->device() != Device::cpu) device.copy_from(host);  // one upload
+  const Tensor host =
+      Tensor::view(staged.data(), {int64_t(staged.size())}, DType::i32, Device::cpu, nullptr);
+  Tensor input = host;
+  if (model_->device() != Device::cpu) {  // one upload, into the session's pool
+    input = pool_.alloc(host.shape(), DType::i32);
+    input.copy_from(host);
+  }
   const int parity = n_cached_ % 2;
   const int64_t w = io_width(kMaxRows);
-  ch.io.slice0(parity, parity + 1).reshape({w}).copy_from(device.slice0(0, w));
-  ch.first.copy_from(device.slice0(w, w + 1));
+  ch.io.slice0(parity, parity + 1).reshape({w}).copy_from(input.slice0(0, w));
+  ch.first.copy_from(input.slice0(w, w + 1));
   ch.begin = n_cached_;
   beam_chain_active_ = true;
 }
@@ -200,37 +181,28 @@ void WhisperSession::beam_chain_begin_initial(std::span<const int32_t> tokens, i
   // The search's first step: one row of candidates for the n rows (one sequence in every
   // slot: no copies).
   beam_chain_choose(logits.slice0(1, 2), at);
-  float* row = ch.initial_logits.get();
-  const Tensor at_sot = logits.slice0(0, 1);
-  const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
-  if (model_->device() == Device::cuda) {
-    cuda::memcpy_d2h_async(row, at_sot.raw(), row_bytes);
-    ch.done[size_t(at)]->record();
-  } else {
-    std::memcpy(row, at_sot.raw(), row_bytes);
-  }
-  ch.initial = int(at);
+  ch.history.keep_initial(logits.slice0(0, 1), at);
+  ch.history.record(at);
   ch.begin = int(at);
   beam_chain_active_ = true;
 }
 
 std::span<const float> WhisperSession::beam_chain_initial_logits() {
-  check_arg(beam_chain_active_ && beam_chain_->initial >= 0,
+  check_arg(beam_chain_active_ && beam_chain_->history.initial_offset() >= 0,
             "[whisper] beam_chain_initial_logits: the chain did not begin at an initial pass");
-  if (model_->device() == Device::cuda) beam_chain_->done[size_t(beam_chain_->initial)]->wait();
-  return {beam_chain_->initial_logits.get(), size_t(model_->config().n_vocab)};
+  return beam_chain_->history.initial();
 }
 
 void WhisperSession::beam_chain_choose(const Tensor& logits, int64_t offset) {
   BeamChain& ch = *beam_chain_;
-  const int64_t m = logits.dim(0), n = ch.n, k = n + 1;
+  const int64_t m = logits.dim(0), n = n_rows_, k = n + 1;
   const int64_t w = ch.io.dim(1);
   const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({w}), m);
   const BeamIo next(ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({w}), n);
   Tensor logprobs = pool_.alloc({m, k}, DType::f32), ids = pool_.alloc({m, k}, DType::i32);
   masked_topk(logits, ch.mask, in.rows.rules, int(k), logprobs, ids);
   if (graphs_ && graphs_->warming()) return;  // the rest runs in the graph only (above)
-  Tensor record = ch.history.slice0(offset, offset + 1).reshape({ch.history.dim(1)});
+  Tensor record = ch.history.row(offset);
   BeamStepOut out{next.rows.tokens,     next.sums,      next.rows.slots,
                   next.rows.cache_rows, next.copy_from, next.states,
                   next.rows.rules,      next.finished,  record.slice0(0, beam_record_width(n))};
@@ -254,15 +226,15 @@ void WhisperSession::beam_chain_launch() {
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   BeamChain& ch = *beam_chain_;
   auto forward = [&]() -> std::vector<Tensor> {
-    const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({ch.io.dim(1)}), ch.n);
+    const BeamIo in(ch.io.slice0(offset % 2, offset % 2 + 1).reshape({ch.io.dim(1)}), n_rows_);
     beam_chain_choose(rows_logits(in.rows, offset), offset);
     return {};
   };
   if (graphs_)
-    graphs_->rows_step({int(offset), ch.n, ch.n + 1, true}, forward);
+    graphs_->rows_step({int(offset), n_rows_, n_rows_ + 1, true}, forward);
   else
     forward();
-  if (model_->device() == Device::cuda) ch.done[size_t(offset)]->record();
+  ch.history.record(offset);
   n_cached_ = int(offset + 1);
 }
 
@@ -271,9 +243,8 @@ const BeamStepRecord& WhisperSession::beam_chain_result(int offset) {
             "[whisper] beam_chain_result: no chained beam step was launched at offset " +
                 std::to_string(offset));
   BeamChain& ch = *beam_chain_;
-  if (model_->device() == Device::cuda) ch.done[size_t(offset)]->wait();
-  const size_t n = size_t(ch.n);
-  const int32_t* rec = ch.history.data<int32_t>() + offset * ch.history.dim(1);
+  const size_t n = size_t(n_rows_);
+  const int32_t* rec = ch.history.read(offset);
   auto as_float = [](int32_t bits) {
     float f;
     std::memcpy(&f, &bits, sizeof f);

@@ -13,6 +13,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/ops/timestamp_rule.h"
+
 namespace parley {
 
 struct BeamCandidate {
@@ -35,23 +37,23 @@ struct BeamStepRecord {
   bool completed = false;
 };
 
-// Where beam search chained on a device starts (WhisperSession::beam_chain_begin), after the
-// search's first step: per row (n of them, as fork()ed) its last token (the first chained
-// step decodes it), that step's rule row (kRuleWidth values, logit_filters.h), its timestamp
-// grammar state (kTimestampRuleState values, timestamp_rule_state) and its score; how many
-// sequences have finished and how many end the search (BeamSearch::max_candidates); the ids
-// suppressed at every position (always_masked) and the tokenizer's grammar tokens.
 // The most beams a chain runs (each row's beam_size + 1 candidates ranked in one block).
 constexpr int kBeamChainMaxRows = 31;
 
+// Where beam search chained on a device starts (WhisperSession::beam_chain_begin and
+// beam_chain_begin_initial; beam_chain_start, logit_filters.h, fills it): per row (the
+// forked rows, or the one sequence of a window's initial pass) its last token (the chain's
+// first step decodes it), that step's rule row (kRuleWidth values, logit_filters.h), its
+// timestamp grammar state (kTimestampRuleState values, timestamp_rule_state) and its score;
+// how many sequences have finished and how many end the search (BeamSearch::max_candidates);
+// the ids suppressed at every position (always_masked) and the tokenizer's grammar tokens.
 struct BeamChainStart {
   std::vector<int32_t> tokens, rules, states;
   std::vector<float> sums;
   int finished = 0;
   int max_finished = 1;
   std::span<const int32_t> always;
-  int32_t eot = 0;
-  int32_t timestamp_begin = 0;
+  TimestampRuleParams grammar;
 };
 
 class BeamSearch {

@@ -13,8 +13,8 @@
 //           (kRuleWidth) and the grammar's state after that token (kTimestampRuleState). The
 //           step at offset o reads row o % 2 and writes row (o + 1) % 2, so it reads the same
 //           inputs when it runs twice (decode_graphs.h: eagerly, then as the captured graph).
-//   history i32 [n_text_ctx, 2]: per offset the chosen id and the bits of its f32
-//           log-probability. On CUDA it is pinned host memory that masked_topk writes
+//   history i32 [n_text_ctx, 2] (chain_history.h): per offset the chosen id and the bits of
+//           its f32 log-probability. On CUDA it is pinned host memory that masked_topk writes
 //           directly (no copy after the step), and the host reads it once the step's event
 //           has completed.
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "engine/error.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/timestamp_rule.h"
+#include "whisper/chain_history.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
 #include "whisper/logit_filters.h"
@@ -38,54 +39,29 @@ constexpr int64_t kIoWidth = 1 + kRuleWidth + kTimestampRuleState;
 }  // namespace
 
 struct WhisperSession::Chain {
+  Chain(Device device, const WhisperConfig& c)
+      : io(Tensor::zeros({2, kIoWidth}, DType::i32, device)),
+        history(device, c.n_text_ctx, 2, c.n_vocab) {}
   Tensor io;  // i32 [2, kIoWidth]
-  // i32 [n_text_ctx, 2]. On CUDA pinned host memory, which kernels write over the bus (UVA:
-  // the host pointer is valid on the device): a copy to pinned memory after each step
-  // instead cost 10 us between graph replays (11.6 -> 1.5 us on the H200, bench/RESULTS.md).
-  Tensor history;
-  // CUDA: per offset an event recorded after the step (chain_result waits for it).
-  std::vector<std::unique_ptr<cuda::Event>> done;
-  // chain_begin_initial: position sot_index's logits on the CPU (pinned memory on CUDA), and
-  // the offset of the initial pass's choice (-1: the chain began with chain_begin).
-  std::shared_ptr<float> initial_logits;
-  int initial = -1;
+  // Per offset the chosen id and the bits of its log-probability, and the initial pass's
+  // <|startoftranscript|> row when the chain began there.
+  whisper::ChainHistory history;
   TimestampRuleParams grammar;  // what the captured graphs pass to advance_timestamp_rule
   const Tensor* mask = nullptr;
   int begin = 0;  // the chain's first offset
 };
 
 void WhisperSession::chain_setup(const GreedyChainStart& start) {
-  using namespace whisper;
-  const WhisperConfig& c = model_->config();
-  const Device dev = model_->device();
   if (!chain_) {  // once per session
-    auto ch = std::make_shared<Chain>();
-    ch->io = Tensor::zeros({2, kIoWidth}, DType::i32, dev);
-    if (dev == Device::cuda) {
-      const size_t history_bytes = size_t(c.n_text_ctx) * 2 * sizeof(int32_t);
-      const std::shared_ptr<int32_t> pinned(
-          static_cast<int32_t*>(cuda::malloc_pinned(history_bytes)),
-          [](int32_t* p) { cuda::free_pinned(p); });
-      std::memset(pinned.get(), 0, history_bytes);
-      ch->history = Tensor::view(pinned.get(), {c.n_text_ctx, 2}, DType::i32, dev, pinned);
-      ch->initial_logits = std::shared_ptr<float>(
-          static_cast<float*>(cuda::malloc_pinned(size_t(c.n_vocab) * sizeof(float))),
-          [](float* p) { cuda::free_pinned(p); });
-      for (int i = 0; i < c.n_text_ctx; ++i) ch->done.push_back(std::make_unique<cuda::Event>());
-    } else {
-      ch->history = Tensor::zeros({c.n_text_ctx, 2}, DType::i32, dev);
-      ch->initial_logits =
-          std::shared_ptr<float>(new float[size_t(c.n_vocab)](), std::default_delete<float[]>());
-    }
-    ch->grammar = start.grammar;
-    chain_ = std::move(ch);
+    chain_ = std::make_shared<Chain>(model_->device(), model_->config());
+    chain_->grammar = start.grammar;
   }
   // The graphs keep the values they were captured with; a model has one vocabulary.
   check(chain_->grammar.eot == start.grammar.eot &&
             chain_->grammar.timestamp_begin == start.grammar.timestamp_begin,
         ErrorKind::internal, "[whisper] chain_begin: another eot / timestamp_begin than before");
   chain_->mask = &choice_mask(start.always);
-  chain_->initial = -1;
+  chain_->history.forget_initial();
 }
 
 namespace {
@@ -120,7 +96,6 @@ void WhisperSession::chain_begin(const GreedyChainStart& start) {
 void WhisperSession::chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,
                                          const GreedyChainStart& start) {
   using namespace whisper;
-  const WhisperConfig& c = model_->config();
   const std::string what = "[whisper] chain_begin_initial";
   check_arg(encoded_, what + ": call encode() first");
   check_arg(!tokens.empty() && start.token == tokens.back(),
@@ -132,30 +107,23 @@ void WhisperSession::chain_begin_initial(std::span<const int32_t> tokens, int64_
   const Tensor logits = initial_logits(tokens, sot_index, io_row(start), &io_in, what);
   chain_->io.slice0(at % 2, at % 2 + 1).reshape({kIoWidth}).copy_from(io_in);
   chain_choose(logits.slice0(1, 2), at);
-  float* row = chain_->initial_logits.get();
-  const Tensor at_sot = logits.slice0(0, 1);
-  const size_t row_bytes = size_t(c.n_vocab) * sizeof(float);
-  if (model_->device() == Device::cuda)
-    cuda::memcpy_d2h_async(row, at_sot.raw(), row_bytes);
-  else
-    std::memcpy(row, at_sot.raw(), row_bytes);
-  chain_record(at);
-  chain_->initial = int(at);
+  chain_->history.keep_initial(logits.slice0(0, 1), at);
+  chain_->history.record(at);
   chain_->begin = int(at);
   chain_next_ = n_cached_;
 }
 
 std::span<const float> WhisperSession::chain_initial_logits() {
-  check_arg(chain_ && chain_->initial >= 0 && chain_->initial < n_cached_,
+  check_arg(chain_ && chain_->history.initial_offset() >= 0 &&
+                chain_->history.initial_offset() < n_cached_,
             "[whisper] chain_initial_logits: the chain did not begin at an initial pass");
-  if (model_->device() == Device::cuda) chain_->done[size_t(chain_->initial)]->wait();
-  return {chain_->initial_logits.get(), size_t(model_->config().n_vocab)};
+  return chain_->history.initial();
 }
 
 void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
   Chain& ch = *chain_;
   const Device dev = model_->device();
-  int32_t* history = ch.history.data<int32_t>() + 2 * offset;
+  int32_t* history = ch.history.row(offset).data<int32_t>();
   const Tensor in = ch.io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
   const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
   Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
@@ -167,10 +135,6 @@ void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
   Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
   advance_timestamp_rule(id, in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState}),
                          state, token, rule, ch.grammar);
-}
-
-void WhisperSession::chain_record(int64_t offset) {
-  if (model_->device() == Device::cuda) chain_->done[size_t(offset)]->record();
 }
 
 void WhisperSession::chain_launch() {
@@ -191,7 +155,7 @@ void WhisperSession::chain_launch() {
     graphs_->step(int(offset), DecodeGraphs::Kind::chain, forward);
   else
     forward();
-  chain_record(offset);
+  chain_->history.record(offset);
   n_cached_ = int(offset + 1);
   chain_next_ = n_cached_;
 }
@@ -201,8 +165,7 @@ std::pair<int32_t, float> WhisperSession::chain_result(int offset) {
       chain_ && offset >= chain_->begin && offset < n_cached_ &&
           (chain_next_ < 0 || offset < chain_next_),
       "[whisper] chain_result: no chained step was launched at offset " + std::to_string(offset));
-  if (model_->device() == Device::cuda) chain_->done[size_t(offset)]->wait();
-  const int32_t* h = chain_->history.data<int32_t>() + 2 * offset;
+  const int32_t* h = chain_->history.read(offset);
   float logprob = 0;
   std::memcpy(&logprob, h + 1, sizeof(float));
   return {h[0], logprob};

@@ -542,20 +542,15 @@ bool chain_beam_steps(LogitsSource& source, const WhisperTokenizer& tokenizer,
                       BeamSearch& beams, DecodingResult& result) {
   const int end = std::min(plan.sample_len, n_ctx - plan.sample_begin + 1);
   if (first >= end) return false;
-  BeamChainStart start;
   // From the initial pass the start is one row: the rows are one sequence until then.
-  const std::span<const std::vector<int32_t>> from =
-      first == 0 ? std::span<const std::vector<int32_t>>(rows.tokens).first(1)
-                 : std::span<const std::vector<int32_t>>(rows.tokens);
-  if (!beam_chain_rows(plan.filters, from, plan.sample_begin, !options.without_timestamps,
-                       {tokenizer.eot(), tokenizer.timestamp_begin()}, start))
+  const size_t n_start = first == 0 ? 1 : rows.tokens.size();
+  BeamChainStart start;
+  if (!beam_chain_start(plan.filters, std::span(rows.tokens).first(n_start),
+                        std::span(rows.sum_logprobs).first(n_start), plan.sample_begin,
+                        !options.without_timestamps, always,
+                        {tokenizer.eot(), tokenizer.timestamp_begin()}, beams.n_finished(),
+                        beams.max_candidates(), start))
     return false;
-  start.sums.assign(rows.sum_logprobs.begin(), rows.sum_logprobs.begin() + long(from.size()));
-  start.finished = beams.n_finished();
-  start.max_finished = beams.max_candidates();
-  start.always = always;
-  start.eot = tokenizer.eot();
-  start.timestamp_begin = tokenizer.timestamp_begin();
   if (first == 0)
     source.beam_chain_begin_initial(rows.tokens[0], plan.sot_index, beams.beam_size(), start);
   else

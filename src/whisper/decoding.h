@@ -114,22 +114,20 @@ class LogitsSource {
   virtual void chain_launch();
   virtual std::pair<int32_t, float> chain_read();
   virtual void chain_end();
-  // Beam search chained on the source's device (WhisperSession::beam_chain_begin): true where
-  // the source runs it (CUDA sessions, unless PARLEY_BEAM_PIPELINE=0 or
-  // PARLEY_DEVICE_CHOICE=0). decode_encoded's beam search (2 <= beam_size <= kBeamChainMaxRows)
-  // then runs as a chain on the device from the window's initial pass (or, with
-  // PARLEY_INITIAL_CHOICE=0, from its second step): the device ranks the candidates and moves
-  // the rows, the host follows each step from its record (BeamSearch::apply) one step behind;
-  // the result is the same. beam_chain_begin starts it
-  // after the cached tokens, with the rows forked; beam_chain_launch queues the next step;
-  // beam_chain_read returns the record of the oldest step launched and not yet read, waiting
-  // for that step only; beam_chain_end ends the chain and the rows. The defaults throw
-  // Error(unsupported).
-  // beam_chain_begin_initial starts the chain at a window's initial pass instead
-  // (WhisperSession::beam_chain_begin_initial: the pass, the fork and the search's first step
-  // on the device): the first beam_chain_read is that first step, and
-  // beam_chain_initial_logits() position sot_index's logits (f32 [n_vocab], for the
-  // no-speech probability), waiting for that pass only.
+  // Beam search chained on the source's device (WhisperSession::beam_chain_begin_initial):
+  // true where the source runs it (CUDA sessions, unless PARLEY_BEAM_PIPELINE=0 or
+  // PARLEY_DEVICE_CHOICE=0). decode_encoded's beam search (2 <= beam_size <=
+  // kBeamChainMaxRows) then runs as a chain on the device: the device ranks the candidates
+  // and moves the rows, the host follows each step from its record (BeamSearch::apply) one
+  // step behind; the result is the same. beam_chain_begin_initial starts it at a window's
+  // initial pass (the pass, the fork and the search's first step on the device: the first
+  // beam_chain_read is that step, and beam_chain_initial_logits() position sot_index's logits,
+  // f32 [n_vocab] for the no-speech probability, waiting for that pass only);
+  // beam_chain_begin starts it after the cached tokens with the rows forked (with
+  // PARLEY_INITIAL_CHOICE=0: after the host's first step). beam_chain_launch queues the next
+  // step; beam_chain_read returns the record of the oldest step launched and not yet read,
+  // waiting for that step only; beam_chain_end ends the chain and the rows. The defaults
+  // throw Error(unsupported).
   virtual bool chains_beam() const { return false; }
   virtual void beam_chain_begin(const BeamChainStart& start);
   virtual void beam_chain_begin_initial(std::span<const int32_t> tokens, int64_t sot_index,

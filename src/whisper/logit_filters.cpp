@@ -238,19 +238,25 @@ bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
   return true;
 }
 
-bool beam_chain_rows(std::span<const std::unique_ptr<LogitFilter>> filters,
-                     std::span<const std::vector<int32_t>> rows, int sample_begin, bool timestamps,
-                     TimestampRuleParams grammar, BeamChainStart& start) {
-  start.tokens.clear();
-  start.rules.clear();
-  start.states.clear();
+bool beam_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
+                      std::span<const std::vector<int32_t>> rows, std::span<const float> sums,
+                      int sample_begin, bool timestamps, std::span<const int32_t> always,
+                      TimestampRuleParams grammar, int finished, int max_finished,
+                      BeamChainStart& start) {
+  start = BeamChainStart{};
   for (const std::vector<int32_t>& seq : rows) {
     GreedyChainStart row;
-    if (!greedy_chain_start(filters, seq, sample_begin, timestamps, {}, grammar, row)) return false;
+    if (!greedy_chain_start(filters, seq, sample_begin, timestamps, always, grammar, row))
+      return false;
     start.tokens.push_back(row.token);
     start.rules.insert(start.rules.end(), row.rule.v.begin(), row.rule.v.end());
     start.states.insert(start.states.end(), row.state.begin(), row.state.end());
   }
+  start.sums.assign(sums.begin(), sums.end());
+  start.finished = finished;
+  start.max_finished = max_finished;
+  start.always = always;
+  start.grammar = grammar;
   return true;
 }
 

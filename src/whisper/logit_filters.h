@@ -159,11 +159,14 @@ bool greedy_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
                         std::span<const int32_t> tokens, int sample_begin, bool timestamps,
                         std::span<const int32_t> always, TimestampRuleParams grammar,
                         GreedyChainStart& start);
-// The rows' part of a beam chain's start (beam_search.h BeamChainStart: tokens, rules and
-// states, replacing them; the caller sets the rest) after `rows` (each the initial tokens and
-// its sampled ones), as greedy_chain_start of each row: false where one has no rule form.
-bool beam_chain_rows(std::span<const std::unique_ptr<LogitFilter>> filters,
-                     std::span<const std::vector<int32_t>> rows, int sample_begin, bool timestamps,
-                     TimestampRuleParams grammar, BeamChainStart& start);
+// The start of a beam chain (beam_search.h BeamChainStart) after `rows` (each the initial
+// tokens and its sampled ones; one row at a window's initial pass) with their scores `sums`,
+// as greedy_chain_start of each row, and the search's finished count and limit: false where
+// one row has no rule form.
+bool beam_chain_start(std::span<const std::unique_ptr<LogitFilter>> filters,
+                      std::span<const std::vector<int32_t>> rows, std::span<const float> sums,
+                      int sample_begin, bool timestamps, std::span<const int32_t> always,
+                      TimestampRuleParams grammar, int finished, int max_finished,
+                      BeamChainStart& start);
 
 }  // namespace parley

@@ -292,9 +292,6 @@ class WhisperSession {
   // under io row offset % 2's rule into the history, then advance_timestamp_rule into io row
   // (offset + 1) % 2. Device work only (a graph may capture it).
   void chain_choose(const Tensor& logits, int64_t offset);
-  // After the step at `offset` was queued: on CUDA the event chain_result waits for (the
-  // step writes its history entry straight into pinned memory).
-  void chain_record(int64_t offset);
   // The checks of a device choice's arguments (decode_choose, decode_initial_choose): k in
   // [1, min(kMaskedTopKMax, n_vocab)], kRuleWidth rule values per row. `what` names the caller.
   void check_choice(int k, size_t rules, int64_t rows, const std::string& what) const;

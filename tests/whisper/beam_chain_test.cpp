@@ -141,8 +141,7 @@ TEST(BeamChain, SessionMisuseIsAnError) {
   start.states.assign(2 * 3, -1);
   start.sums = {0.0f, 0.0f};
   start.max_finished = 2;
-  start.eot = tok.eot();
-  start.timestamp_begin = tok.timestamp_begin();
+  start.grammar = {tok.eot(), tok.timestamp_begin()};
   EXPECT_THROW(session.beam_chain_begin(start), Error);  // no rows
   const std::vector<int32_t> initial = {tok.sot(), tok.timestamp_begin()};
   session.decode(initial);
