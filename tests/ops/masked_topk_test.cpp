@@ -140,6 +140,29 @@ TEST_P(MaskedTopK, WhisperSizedVocabulary) {
   for (int k : {4, 6, 12}) check(x, 1, v, {}, {{split, 50257, 50258, 0, 0}}, k);
 }
 
+TEST_P(MaskedTopK, ContinuousValuesFewFiniteAndAllTied) {
+  // CUDA selects k >= 2 by a bound and a ranking of what passes it, and takes the rounds where
+  // that cannot work: a part with fewer than k finite values, or too many tied at the bound.
+  // Rows of 51866: continuous values (few ties); a few large values in one segment; one
+  // segment holding only 3 finite values; every value equal.
+  const int64_t rows = 4, v = 51866, split = 50365;
+  std::vector<float> x(size_t(rows * v));
+  for (auto& f : x) f = uniform(-8.0f, 8.0f);
+  for (int i = 0; i < 40; ++i) x[size_t(1 * v + 4096 + i * 7)] = 30.0f + float(i % 5);
+  std::vector<int8_t> mask(size_t(v), 0);
+  std::fill(mask.begin() + 2048, mask.begin() + 4096, int8_t(1));  // one segment of CUDA's
+  for (int64_t i : {2100, 3000, 4000}) mask[size_t(i)] = 0;
+  std::fill(x.begin() + 3 * v, x.end(), 1.5f);
+  const std::vector<std::vector<int32_t>> rules = {{int32_t(split), 50257, 50258},
+                                                   {int32_t(split), 0, 0},
+                                                   {0, 50257, 50258},
+                                                   {int32_t(split), 0, 0}};
+  for (int k : {2, 5, 6, 11, 32, 33}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    check(x, rows, v, mask, rules, k);
+  }
+}
+
 TEST_P(MaskedTopK, RepeatedCallsStartClean) {
   // CUDA merges each row in the row's last segment block to finish, found with a counter
   // per row that the call must leave at zero: a counter left behind would make the next call

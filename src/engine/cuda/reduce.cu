@@ -6,11 +6,13 @@
 // shared memory, one block per segment), stage 2 the top k of those candidates (scratch).
 // Each round is a block reduction, so the cost grows with k; k is limited to kMaxTopK
 // for now (a larger k is an unsupported error).
-// masked_topk (the decoder's token choice) shares the ranking and the rounds.
+// masked_topk (the decoder's token choice) shares the ranking; its segments take the top k
+// for 2 <= k <= 32 by a bound and one ranking instead of rounds (below).
 #include <climits>
 #include <string>
 
 #include "engine/cuda/common.cuh"
+#include "engine/env.h"
 #include "engine/ops/reduce.h"
 
 namespace parley::cuda {
@@ -148,7 +150,10 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 // The kernel is a chain of short dependent steps on 26 SMs (ncu on the H200: ~9 cycles per
 // issued instruction, under 1% of memory throughput), so every reduction carries both parts
 // at once and the sums of exp are independent terms after one max, not an online logsumexp
-// with an exp per element in one dependency chain.
+// with an exp per element in one dependency chain. A segment's top k for k >= 2 is the
+// threshold selection below (k rounds cost ~1 us each: a beam step's k = 6 took 46 us of its
+// critical path in the H200's trace, 24 us this way, bench/RESULTS.md); the merge keeps the
+// rounds over the candidates in shared memory.
 constexpr int kMaskedThreads = 256;
 constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
 constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
@@ -158,23 +163,32 @@ struct LseStats {
   float head_max, head_sum, tail_max, tail_sum;
 };
 
-// (a, b) reduced over the block by op, both at once (one pair of barriers), to every thread.
+// v[0..N) each reduced over the block by op, all at once (one pair of barriers), to every
+// thread.
+template <int N, typename Op>
+__device__ void block_reduce_all(float (&v)[N], Op op) {
+  __shared__ float part[32][N];
+  for (int offset = 16; offset > 0; offset >>= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], offset));
+  __syncthreads();  // an earlier call's readers are done with `part`
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) part[threadIdx.x >> 5][i] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = part[0][i];
+  for (int w = 1; w < int(blockDim.x >> 5); ++w)
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = op(v[i], part[w][i]);
+}
+
+// (a, b) reduced over the block by op, both at once, to every thread.
 template <typename Op>
 __device__ float2 block_reduce_pair(float a, float b, Op op) {
-  __shared__ float2 part[32];
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    a = op(a, __shfl_xor_sync(0xffffffffu, a, offset));
-    b = op(b, __shfl_xor_sync(0xffffffffu, b, offset));
-  }
-  __syncthreads();  // an earlier call's readers are done with `part`
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = make_float2(a, b);
-  __syncthreads();
-  float2 r = part[0];
-  for (int w = 1; w < int(blockDim.x >> 5); ++w) {
-    r.x = op(r.x, part[w].x);
-    r.y = op(r.y, part[w].y);
-  }
-  return r;
+  float v[2] = {a, b};
+  block_reduce_all(v, op);
+  return make_float2(v[0], v[1]);
 }
 
 // The first candidate of the block of each of a and b, to every thread.
@@ -228,6 +242,70 @@ __device__ void select_top_pair(int k, int32_t n_a, LoadA load_a, EmitA emit_a, 
       emit_a(r, prev_a);
       emit_b(r, prev_b);
     }
+  }
+}
+
+// The threshold selection for k >= 2 (masked_topk_kernel): instead of k rounds over the
+// segment (each a scan of the thread's 8 elements and a block reduction), one bound and one
+// ranking. An element's key is its value with NaN as +inf (ranks_before's order, ties
+// aside). In each warp, T_w is the k-th largest of the 32 lanes' largest keys: at least k
+// lanes hold an element >= T_w, so the part's k-th largest key is >= T_w, and so is every key
+// of its top k; T = max_w T_w is as safe. The finite elements with key >= T (typically a few
+// times k) are gathered into shared memory, and each is ranked by counting the gathered
+// elements ranked before it: ranks below k are the part's top k in order. When a part has
+// fewer than k finite elements (its top k then includes -inf ones by index) or more than
+// kThresholdCap gather, the block takes the rounds instead.
+constexpr int kThresholdMaxK = 32;                 // T_w is a lane of a warp
+constexpr int kThresholdCap = kMaskedThreads / 2;  // gathered elements a part, one per thread
+
+__device__ __forceinline__ float sort_key(float v) { return isnan(v) ? INFINITY : v; }
+
+// The k-th largest (k <= 32) of the warp's a and of its b, to every lane: a bitonic sort of
+// the 32 lanes' values, largest first, both at once.
+__device__ __forceinline__ float2 warp_kth_largest_pair(float a, float b, int k) {
+  const int lane = int(threadIdx.x & 31);
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      const float oa = __shfl_xor_sync(0xffffffffu, a, stride);
+      const float ob = __shfl_xor_sync(0xffffffffu, b, stride);
+      // The lower lane of a pair keeps the larger value where this run sorts largest first.
+      const bool larger = ((lane & stride) == 0) == ((lane & size) == 0);
+      a = larger ? fmaxf(a, oa) : fminf(a, oa);
+      b = larger ? fmaxf(b, ob) : fminf(b, ob);
+    }
+  }
+  return make_float2(__shfl_sync(0xffffffffu, a, k - 1), __shfl_sync(0xffffffffu, b, k - 1));
+}
+
+// Gathers where[u]'s elements (f[u] at index idx(u)) into the part's list: an offset by a
+// warp scan of the lanes' counts and one shared atomic a warp; past kThresholdCap only
+// counted.
+template <int N, typename Index>
+__device__ __forceinline__ void gather_part(const float (&f)[N], const bool (&where)[N], Index idx,
+                                            int* count, float* list_v, int32_t* list_i) {
+  const int lane = int(threadIdx.x & 31);
+  int mine = 0;
+#pragma unroll
+  for (int u = 0; u < N; ++u) mine += where[u] ? 1 : 0;
+  int incl = mine;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, incl, offset);
+    if (lane >= offset) incl += o;
+  }
+  int base = 0;
+  if (lane == 31 && incl > 0) base = atomicAdd(count, incl);
+  int at = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    if (!where[u]) continue;
+    if (at < kThresholdCap) {
+      list_v[at] = f[u];
+      list_i[at] = idx(u);
+    }
+    ++at;
   }
 }
 
@@ -303,12 +381,17 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
 // Block (segment, row) of kMaskedThreads threads; counters [rows], zero between launches.
 __global__ void __launch_bounds__(kMaskedThreads)
     masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
-                       int width, int k, LseStats* stats, float* cand_v, int32_t* cand_i,
-                       int* counters, float* logprobs, int32_t* indices) {
+                       int width, int k, bool threshold, LseStats* stats, float* cand_v,
+                       int32_t* cand_i, int* counters, float* logprobs, int32_t* indices) {
   constexpr float kNegInf = -INFINITY;
   __shared__ float seg[kMaskedSegment];
   __shared__ int32_t seg_i[kMaskedSegment];  // the merge's candidate indices
   __shared__ int32_t rule[1 + 2 * kMaskedTopKMaxRanges];
+  __shared__ float gathered_v[2][kThresholdCap];  // the threshold selection's lists, by part
+  __shared__ int32_t gathered_i[2][kThresholdCap];
+  __shared__ int gathered_n[2];
+  threshold = threshold && k >= 2 && k <= kThresholdMaxK;
+  if (threshold && threadIdx.x == 0) gathered_n[0] = gathered_n[1] = 0;
   wait_for_inputs();
   allow_dependents();
   const int64_t row = blockIdx.y;
@@ -329,6 +412,7 @@ __global__ void __launch_bounds__(kMaskedThreads)
   const int32_t split = split_of(rule, v);
   const int n_ranges = (width - 1) / 2;
   float hm = kNegInf, tm = kNegInf;
+  float hk = kNegInf, tk = kNegInf;  // the largest sort_key of each part
 #pragma unroll
   for (int u = 0; u < kMaskedPerThread; ++u) {
     const int32_t j = int32_t(threadIdx.x) + u * kMaskedThreads;
@@ -338,13 +422,29 @@ __global__ void __launch_bounds__(kMaskedThreads)
     if (off) f[u] = kNegInf;
     if (j < n) {
       seg[j] = f[u];
-      if (g < split)
+      if (g < split) {
         hm = MaxOp{}(hm, f[u]);
-      else
+        hk = fmaxf(hk, sort_key(f[u]));
+      } else {
         tm = MaxOp{}(tm, f[u]);
+        tk = fmaxf(tk, sort_key(f[u]));
+      }
     }
   }
-  const float2 mx = block_reduce_pair(hm, tm, MaxOp{});  // its barriers also publish seg
+  // The parts' maxima and, for the threshold selection, their bounds T (above); the
+  // barriers also publish seg.
+  float reduced[4] = {hm, tm, kNegInf, kNegInf};
+  if (threshold) {
+    const float2 t = warp_kth_largest_pair(hk, tk, k);
+    reduced[2] = t.x;
+    reduced[3] = t.y;
+    block_reduce_all(reduced, MaxOp{});
+  } else {
+    const float2 m = block_reduce_pair(hm, tm, MaxOp{});
+    reduced[0] = m.x;
+    reduced[1] = m.y;
+  }
+  const float2 mx = make_float2(reduced[0], reduced[1]);
   float hs = 0.0f, ts = 0.0f;
 #pragma unroll
   for (int u = 0; u < kMaskedPerThread; ++u) {
@@ -368,16 +468,55 @@ __global__ void __launch_bounds__(kMaskedThreads)
       cand_i[base + r] = c.i;
     };
   };
-  select_top_pair(
-      k, head_n,
-      [&](int32_t j) {
-        return Cand{seg[j], begin + j};
-      },
-      emit_at(out), n - head_n,
-      [&](int32_t j) {
-        return Cand{seg[head_n + j], begin + head_n + j};
-      },
-      emit_at(out + k));
+  bool rounds = !threshold;
+  if (threshold) {
+    bool in_head[kMaskedPerThread], in_tail[kMaskedPerThread];
+#pragma unroll
+    for (int u = 0; u < kMaskedPerThread; ++u) {
+      const int32_t g = begin + int32_t(threadIdx.x) + u * kMaskedThreads;
+      const bool finite_key = f[u] != kNegInf;  // also past the segment
+      in_head[u] = finite_key && g < split && sort_key(f[u]) >= reduced[2];
+      in_tail[u] = finite_key && g >= split && sort_key(f[u]) >= reduced[3];
+    }
+    auto index = [&](int u) { return begin + int32_t(threadIdx.x) + u * kMaskedThreads; };
+    gather_part(f, in_head, index, &gathered_n[0], gathered_v[0], gathered_i[0]);
+    gather_part(f, in_tail, index, &gathered_n[1], gathered_v[1], gathered_i[1]);
+    __syncthreads();
+    const int part_n[2] = {head_n, n - head_n}, got[2] = {gathered_n[0], gathered_n[1]};
+    for (int p = 0; p < 2; ++p)
+      rounds = rounds || (part_n[p] > 0 && (got[p] < k || got[p] > kThresholdCap));
+    if (!rounds) {
+      // Threads [0, cap) rank the head's list, [cap, 2 cap) the tail's (whole warps).
+      const int p = int(threadIdx.x) / kThresholdCap, c = int(threadIdx.x) % kThresholdCap;
+      const int64_t at = out + p * k;
+      if (part_n[p] == 0) {
+        if (c < k) {
+          cand_v[at + c] = 0.0f;
+          cand_i[at + c] = -1;
+        }
+      } else if (c < got[p]) {
+        const Cand me{gathered_v[p][c], gathered_i[p][c]};
+        int rank = 0;
+        for (int o = 0; o < got[p]; ++o)
+          rank += ranks_before(Cand{gathered_v[p][o], gathered_i[p][o]}, me) ? 1 : 0;
+        if (rank < k) {
+          cand_v[at + rank] = me.v;
+          cand_i[at + rank] = me.i;
+        }
+      }
+    }
+  }
+  if (rounds)
+    select_top_pair(
+        k, head_n,
+        [&](int32_t j) {
+          return Cand{seg[j], begin + j};
+        },
+        emit_at(out), n - head_n,
+        [&](int32_t j) {
+          return Cand{seg[head_n + j], begin + head_n + j};
+        },
+        emit_at(out + k));
   if (!last_to_finish(counters + row, int(gridDim.x))) return;
   masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices,
                         seg, seg_i);
@@ -476,9 +615,12 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   const dim3 grid{unsigned(segments), unsigned(rows)};
   int* counters = masked_topk_counters(rows);
   // A programmatic dependent (common.cuh), like the rest of a decoder step.
+  // PARLEY_TOPK_THRESHOLD=0: k >= 2 takes k rounds in every segment, as k = 1 does.
+  static const bool threshold = env_switch_on("PARLEY_TOPK_THRESHOLD");
   launch_dependent(masked_topk_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(), int32_t(v),
-                   mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width, k, stats,
-                   cand_v, cand_i, counters, logprobs.data<float>(), indices.data<int32_t>());
+                   mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width, k,
+                   threshold, stats, cand_v, cand_i, counters, logprobs.data<float>(),
+                   indices.data<int32_t>());
 }
 
 }  // namespace parley::cuda
