@@ -516,6 +516,17 @@ TEST_P(Attention, DecodeSplitKeys) {
   run({1, 6, 1, 1500, 64, 64, false, false, 0.0f});  // again, on the counters left behind
 }
 
+// Several rows of a batch item over the same keys, as a beam's rows over one window's
+// cross-attention K/V (no causal limit, D 64 or 32): padded keys with the last batch item
+// fully padded, 1500 keys, 128 keys, D 32 over 129 keys, and 9000 keys.
+TEST_P(Attention, RowsShareKeys) {
+  run({3, 4, 5, 300, 64, 64, false, true, 0.0f});
+  run({2, 3, 8, 1500, 64, 64, false, true, 0.0f});
+  run({2, 20, 7, 128, 64, 64, false, true, 0.0f});
+  run({1, 2, 2, 129, 32, 32, false, false, 0.0f});
+  run({1, 2, 3, 9000, 64, 64, false, false, 0.0f});
+}
+
 // More than 4096 (row, head) pairs: CUDA leaves the split path for the per-row kernel.
 TEST_P(Attention, ManyRows) { run({1, 8, 600, 70, 16, 16, true, true, 0.0f}); }
 

@@ -6,8 +6,8 @@
 // shared memory, one block per segment), stage 2 the top k of those candidates (scratch).
 // Each round is a block reduction, so the cost grows with k; k is limited to kMaxTopK
 // for now (a larger k is an unsupported error).
-// masked_topk (the decoder's token choice) shares the ranking; its segments take the top k
-// for 2 <= k <= 32 by a bound and one ranking instead of rounds (below).
+// masked_topk (the decoder's token choice) shares the ranking; its segments and its merge
+// take the top k for 2 <= k <= 32 by a bound and one ranking instead of rounds (below).
 #include <climits>
 #include <string>
 
@@ -152,8 +152,9 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 // at once and the sums of exp are independent terms after one max, not an online logsumexp
 // with an exp per element in one dependency chain. A segment's top k for k >= 2 is the
 // threshold selection below (k rounds cost ~1 us each: a beam step's k = 6 took 46 us of its
-// critical path in the H200's trace, 24 us this way, bench/RESULTS.md); the merge keeps the
-// rounds over the candidates in shared memory.
+// critical path in the H200's trace, 24 us this way, bench/RESULTS.md); so is the merge's
+// over the segments' candidate lists (20 us), with the rounds over the candidates in shared
+// memory where the bound lets too many or too few through.
 constexpr int kMaskedThreads = 256;
 constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
 constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
@@ -309,6 +310,17 @@ __device__ __forceinline__ void gather_part(const float (&f)[N], const bool (&wh
   }
 }
 
+// Emits gathered element c of a list of `got` at its rank (the number of the list's elements
+// ranked before it) when that is below k: the list's top k, in order, from `got` threads.
+template <typename Emit>
+__device__ __forceinline__ void emit_by_rank(const float* list_v, const int32_t* list_i, int got,
+                                             int c, int k, Emit emit) {
+  const Cand me{list_v[c], list_i[c]};
+  int rank = 0;
+  for (int o = 0; o < got; ++o) rank += ranks_before(Cand{list_v[o], list_i[o]}, me) ? 1 : 0;
+  if (rank < k) emit(rank, me);
+}
+
 __device__ __forceinline__ int32_t split_of(const int32_t* rule, int32_t v) {
   return rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
 }
@@ -321,10 +333,15 @@ __device__ __forceinline__ float rescaled(float m, float s, float to) {
 // The merge of row `row` by the row's last segment block (every thread calls it). stats and
 // candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
 // kMaskedSegment floats and ints of shared memory, free by now.
+// With `threshold` (2 <= k <= kThresholdMaxK), the top k of the candidates is the threshold
+// selection's, on the segments' lists (2 a segment, k entries each, in rank order): the bound
+// is the larger of the largest k-th entry of a list and the k-th largest of the warp's lanes'
+// largest list heads (each lane's lists apart); gathered_* (kThresholdCap) hold what passes.
 __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, int k,
                                       const LseStats* stats, const float* cand_v,
                                       const int32_t* cand_i, float* logprobs, int32_t* indices,
-                                      float* cand_s, int32_t* idx_s) {
+                                      float* cand_s, int32_t* idx_s, bool threshold,
+                                      float* gathered_v, int32_t* gathered_i, int* gathered_n) {
   constexpr float kNegInf = -INFINITY;
   // Each thread's segments (one at most for rows up to 256 segments), then the block's.
   float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
@@ -370,6 +387,45 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
     idx_s[j] = c.i;
   }
   __syncthreads();
+  if (threshold) {
+    __shared__ float bound;
+    if (threadIdx.x < 32) {
+      const int lane = int(threadIdx.x), lists = segments * 2;
+      float head = kNegInf, last = kNegInf;
+      for (int l = lane; l < lists; l += 32) {
+        const int32_t first = l * k, kth = l * k + k - 1;
+        if (idx_s[first] >= 0 && cand_s[first] != kNegInf)
+          head = fmaxf(head, sort_key(cand_s[first]));
+        if (idx_s[kth] >= 0 && cand_s[kth] != kNegInf) last = fmaxf(last, sort_key(cand_s[kth]));
+      }
+      last = warp_reduce(last, MaxOp{});
+      const float2 t = warp_kth_largest_pair(head, head, k);
+      if (lane == 0) {
+        bound = fmaxf(last, t.x);
+        *gathered_n = 0;
+      }
+    }
+    __syncthreads();
+    const float t = bound;
+    float f[kMaskedPerThread];
+    bool in[kMaskedPerThread];
+#pragma unroll
+    for (int u = 0; u < kMaskedPerThread; ++u) {
+      const int32_t j = int32_t(threadIdx.x) + u * kMaskedThreads;
+      f[u] = j < n_cand ? cand_s[j] : kNegInf;
+      in[u] = j < n_cand && idx_s[j] >= 0 && f[u] != kNegInf && sort_key(f[u]) >= t;
+    }
+    gather_part(
+        f, in, [&](int u) { return idx_s[int(threadIdx.x) + u * kMaskedThreads]; }, gathered_n,
+        gathered_v, gathered_i);
+    __syncthreads();
+    const int got = *gathered_n;
+    if (got >= k && got <= kThresholdCap) {
+      if (int(threadIdx.x) < got)
+        emit_by_rank(gathered_v, gathered_i, got, int(threadIdx.x), k, emit);
+      return;
+    }
+  }
   select_top(
       n_cand, k,
       [&](int32_t j) {
@@ -495,14 +551,10 @@ __global__ void __launch_bounds__(kMaskedThreads)
           cand_i[at + c] = -1;
         }
       } else if (c < got[p]) {
-        const Cand me{gathered_v[p][c], gathered_i[p][c]};
-        int rank = 0;
-        for (int o = 0; o < got[p]; ++o)
-          rank += ranks_before(Cand{gathered_v[p][o], gathered_i[p][o]}, me) ? 1 : 0;
-        if (rank < k) {
+        emit_by_rank(gathered_v[p], gathered_i[p], got[p], c, k, [&](int rank, Cand me) {
           cand_v[at + rank] = me.v;
           cand_i[at + rank] = me.i;
-        }
+        });
       }
     }
   }
@@ -519,7 +571,7 @@ __global__ void __launch_bounds__(kMaskedThreads)
         emit_at(out + k));
   if (!last_to_finish(counters + row, int(gridDim.x))) return;
   masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices,
-                        seg, seg_i);
+                        seg, seg_i, threshold, gathered_v[0], gathered_i[0], &gathered_n[0]);
 }
 
 constexpr int64_t kMaskedMaxRows = 65535;  // grid y
@@ -615,7 +667,8 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   const dim3 grid{unsigned(segments), unsigned(rows)};
   int* counters = masked_topk_counters(rows);
   // A programmatic dependent (common.cuh), like the rest of a decoder step.
-  // PARLEY_TOPK_THRESHOLD=0: k >= 2 takes k rounds in every segment, as k = 1 does.
+  // PARLEY_TOPK_THRESHOLD=0: k >= 2 takes k rounds in every segment and in the merge, as
+  // k = 1 does.
   static const bool threshold = env_switch_on("PARLEY_TOPK_THRESHOLD");
   launch_dependent(masked_topk_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(), int32_t(v),
                    mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width, k,
