@@ -329,11 +329,10 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
       kv_rows_.push_back(int32_t((slots[size_t(r)] * h + j) * n_ctx + positions_[size_t(r)]));
   }
   const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows_, dev);
-  Tensor x = pool_.alloc({n, d}, dt);  // [n, d], row r at its slot's next position
-  embedding(w.token_embedding, ids, x);
-  Tensor pos = pool_.alloc({n, d}, dt);
+  Tensor pos = pool_.alloc({n, d}, dt);  // row r: its slot's next position
   embedding(w.decoder_positions, pos_ids, pos);
-  add(x, pos, x);
+  Tensor x = pool_.alloc({n, d}, dt);  // [n, d]
+  embedding(w.token_embedding, ids, x, &pos);
 
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& l = w.decoder_layers[i];

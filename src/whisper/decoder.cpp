@@ -27,7 +27,6 @@
 
 #include "engine/error.h"
 #include "engine/ops/attention.h"
-#include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/reduce.h"
@@ -245,8 +244,8 @@ Tensor WhisperSession::rows_logits(const whisper::RowsInput& in, int64_t offset)
   const WhisperWeights& w = model_->weights();
   const int64_t b = in.tokens.numel(), d = c.n_text_state;
   Tensor x = pool_.alloc({b, d}, model_->dtype());  // [B, d], every row at position `offset`
-  embedding(w.token_embedding, in.tokens, x);
-  add(x, w.decoder_positions.slice0(offset, offset + 1).reshape({d}), x);
+  const Tensor position = w.decoder_positions.slice0(offset, offset + 1).reshape({d});
+  embedding(w.token_embedding, in.tokens, x, &position);
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& layer = w.decoder_layers[i];
     rows_self_attention(pool_, x, layer, {row_cache_[i].qkv, in.slots, in.cache_rows, offset},
@@ -272,9 +271,9 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
   const int64_t d = c.n_text_state;
-  Tensor x = pool_.alloc({t, d}, model_->dtype());  // [T, d]
-  embedding(w.token_embedding, ids, x);
-  add(x, w.decoder_positions.slice0(offset, offset + t), x);
+  Tensor x = pool_.alloc({t, d}, model_->dtype());                          // [T, d]
+  const Tensor positions = w.decoder_positions.slice0(offset, offset + t);  // [T, d]
+  embedding(w.token_embedding, ids, x, &positions);
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& layer = w.decoder_layers[i];
     decoder_self_attention(pool_, x, layer, cache_[i].self_qkv, offset, c.n_text_head);

@@ -388,6 +388,35 @@ TEST_P(Embedding, Gathers) {
   expect_close(read_floats(flat), want, {0.0, 0.0}, "embedding [15, D]");
 }
 
+// With `add`: a row per id ([N, D], as a prompt's positions) or one row for all ([D], a
+// step's position), summed in f32 and rounded once to the dtype.
+TEST_P(Embedding, AddsRows) {
+  const int64_t vocab = 40, d = 1280, n = 5;
+  const HostTensor table = random({vocab, d});
+  Tensor ids = Tensor::empty({n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i) ids.data<int32_t>()[i] = int32_t(uniform_int(0, vocab - 1));
+  const Tensor dtable = dev(table.t), dids = dev(ids);
+  for (const Shape& add_shape : {Shape{n, d}, Shape{d}}) {
+    SCOPED_TRACE("add " + add_shape.str());
+    const HostTensor plus = random(add_shape);
+    std::vector<float> sum;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c)
+        sum.push_back(table.v[size_t(ids.data<int32_t>()[i] * d + c)] +
+                      plus.v[size_t((add_shape.ndim() == 2 ? i * d : 0) + c)]);
+    const std::vector<float> rounded = host_tensor(sum, {n, d}, dtype()).v;
+    const Tensor dplus = dev(plus.t);
+    Tensor o = out({n, d});
+    embedding(dtable, dids, o, &dplus);
+    expect_close(read_floats(o), std::vector<double>(rounded.begin(), rounded.end()), {0.0, 0.0},
+                 "embedding + add");
+  }
+  Tensor o = out({n, d});
+  const Tensor wrong = dev(random({n - 1, d}).t);
+  expect_error([&] { embedding(dtable, dids, o, &wrong); }, {"[embedding]", "add"});
+  expect_error([&] { embedding(dtable, dids, o, &o); }, {"[embedding]", "add must not share"});
+}
+
 TEST_P(Embedding, OutOfRangeIdIsAnError) {
   if (device() != Device::cpu) GTEST_SKIP() << "the range check is documented for CPU ids";
   const HostTensor table = random({10, 4});

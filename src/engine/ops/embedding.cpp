@@ -2,13 +2,14 @@
 // then the CPU or CUDA gather.
 #include "engine/ops/embedding.h"
 
+#include "engine/ops/elementwise.h"
 #include "engine/ops/op_checks.h"
 
 namespace parley {
 
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, const Tensor* add) {
   constexpr std::string_view op = "embedding";
-  const Device dev = detail::check_args(op, {{"table", &table}, {"out", &out}});
+  const Device dev = detail::check_args(op, {{"table", &table}, {"out", &out}, {"add", add}});
   detail::check_args(op, {{"ids", &ids}});
   // ids may stay on the host while the table is on CUDA (the header allows it); the reverse
   // would need a device read here.
@@ -27,6 +28,17 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
         return detail::arg_str("out", out) + " must be " + std::string(dtype_name(table.dtype())) +
                flat.str() + " or " + nested.str() + " for " + detail::arg_str("ids", ids);
       });
+  if (add) {
+    detail::require(
+        add->dtype() == table.dtype() && (add->shape() == Shape{d} || add->shape() == out.shape()),
+        op, [&] {
+          return detail::arg_str("add", *add) + " must be " +
+                 std::string(dtype_name(table.dtype())) + Shape{d}.str() + " or " +
+                 out.shape().str();
+        });
+    detail::require(!detail::overlap(*add, out), op,
+                    [&] { return std::string("add must not share memory with out"); });
+  }
   if (ids.device() == Device::cpu) {
     const int32_t* p = ids.data<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i)
@@ -35,10 +47,13 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
                " is outside the table's " + std::to_string(vocab) + " rows";
       });
   }
-  if (dev == Device::cuda)  // host ids (checked above) go up first: the kernel reads device memory
-    cuda::embedding(table, ids.device() == Device::cuda ? ids : ids.to(Device::cuda), out);
-  else
+  if (dev ==
+      Device::cuda) {  // host ids (checked above) go up first: the kernel reads device memory
+    cuda::embedding(table, ids.device() == Device::cuda ? ids : ids.to(Device::cuda), out, add);
+  } else {
     cpu::embedding(table, ids, out);
+    if (add) cpu::binary(BinaryOp::add, out, *add, out);
+  }
 }
 
 }  // namespace parley
