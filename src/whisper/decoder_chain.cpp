@@ -1,9 +1,9 @@
 // Greedy decoding kept on the device (WhisperSession::chain_begin / chain_launch /
 // chain_result, model.h). A chained step decodes one token at the next position, chooses
 // with masked_topk (k = 1) under the suppress mask and its rule row, writes the id and
-// log-probability into the history at its offset, and advance_timestamp_rule
-// (engine/ops/timestamp_rule.h) writes the next step's token and rule row. The host reads ids
-// one step behind the device, so the GPU never idles while the host looks at a token.
+// log-probability into the history at its offset, and (masked_topk's advance, in the same
+// launch: engine/ops/timestamp_rule.h) writes the next step's token and rule row. The host reads
+// ids one step behind the device, so the GPU never idles while the host looks at a token.
 // chain_begin_initial makes a window's initial pass (several tokens, eager) the chain's first
 // step: it chooses from its last position's logits as a chained step does, so the window's
 // first token needs no host round trip either.
@@ -46,7 +46,7 @@ struct WhisperSession::Chain {
   // Per offset the chosen id and the bits of its log-probability, and the initial pass's
   // <|startoftranscript|> row when the chain began there.
   whisper::ChainHistory history;
-  TimestampRuleParams grammar;  // what the captured graphs pass to advance_timestamp_rule
+  TimestampRuleParams grammar;  // what the captured graphs pass to masked_topk's advance
   const Tensor* mask = nullptr;
   int begin = 0;  // the chain's first offset
 };
@@ -128,13 +128,14 @@ void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
   const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
   Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
   Tensor logprob = Tensor::view(history + 1, {1, 1}, DType::f32, dev, nullptr);
-  masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
-              id);
   Tensor token = out.slice0(0, 1);
   Tensor rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
   Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
-  advance_timestamp_rule(id, in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState}),
-                         state, token, rule, ch.grammar);
+  const Tensor state_in = in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
+  // The choice and the next step's input in one launch (masked_topk's advance).
+  const TimestampRuleAdvance advance{&state_in, &state, &token, &rule, ch.grammar};
+  masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
+              id, &advance);
 }
 
 void WhisperSession::chain_launch() {

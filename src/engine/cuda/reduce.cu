@@ -14,6 +14,7 @@
 #include "engine/cuda/common.cuh"
 #include "engine/env.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/timestamp_rule_impl.h"
 
 namespace parley::cuda {
 
@@ -155,6 +156,16 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 // critical path in the H200's trace, 24 us this way, bench/RESULTS.md); so is the merge's
 // over the segments' candidate lists (20 us), with the rounds over the candidates in shared
 // memory where the bound lets too many or too few through.
+// masked_topk's advance (ops/reduce.h) as raw pointers; state null: none.
+struct RuleAdvance {
+  const int32_t* state = nullptr;
+  int32_t* next_state = nullptr;
+  int32_t* tokens = nullptr;
+  int32_t* rules = nullptr;
+  int width = 0;
+  TimestampRuleParams params;
+};
+
 constexpr int kMaskedThreads = 256;
 constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
 constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
@@ -333,6 +344,8 @@ __device__ __forceinline__ float rescaled(float m, float s, float to) {
 // The merge of row `row` by the row's last segment block (every thread calls it). stats and
 // candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
 // kMaskedSegment floats and ints of shared memory, free by now.
+// With adv.state (k = 1), the thread that emits the row's choice (thread 0) also advances the
+// row's timestamp rule (ops/timestamp_rule_impl.h, as advance_timestamp_rule's kernel does).
 // With `threshold` (2 <= k <= kThresholdMaxK), the top k of the candidates is the threshold
 // selection's, on the segments' lists (2 a segment, k entries each, in rank order): the bound
 // is the larger of the largest k-th entry of a list and the k-th largest of the warp's lanes'
@@ -340,9 +353,16 @@ __device__ __forceinline__ float rescaled(float m, float s, float to) {
 __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, int k,
                                       const LseStats* stats, const float* cand_v,
                                       const int32_t* cand_i, float* logprobs, int32_t* indices,
-                                      float* cand_s, int32_t* idx_s, bool threshold,
-                                      float* gathered_v, int32_t* gathered_i, int* gathered_n) {
+                                      float* cand_s, int32_t* idx_s, const RuleAdvance& adv,
+                                      bool threshold, float* gathered_v, int32_t* gathered_i,
+                                      int* gathered_n) {
   constexpr float kNegInf = -INFINITY;
+  // The advance's state, requested now by thread 0 (which emits a k = 1 choice) so that its
+  // latency hides behind the selection instead of following it.
+  int32_t state[kTimestampRuleState] = {0, 0, 0};
+  if (adv.state && threadIdx.x == 0)
+    for (int j = 0; j < kTimestampRuleState; ++j)
+      state[j] = adv.state[row * kTimestampRuleState + j];
   // Each thread's segments (one at most for rows up to 256 segments), then the block's.
   float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
   for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
@@ -374,6 +394,10 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
   auto emit = [&](int r, Cand c) {
     indices[out + r] = c.i;
     logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
+    if (adv.state)  // k = 1: thread 0 (select_top)
+      detail::advance_timestamp_rule_one(c.i, state, adv.next_state + row * kTimestampRuleState,
+                                         adv.tokens + row, adv.rules + row * adv.width, adv.width,
+                                         adv.params);
   };
   if (n_cand > kMaskedSegment) {  // k rounds over L2
     select_top(n_cand, k, load, emit);
@@ -438,7 +462,8 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
 __global__ void __launch_bounds__(kMaskedThreads)
     masked_topk_kernel(const float* x, int32_t v, const int8_t* mask, const int32_t* rules,
                        int width, int k, bool threshold, LseStats* stats, float* cand_v,
-                       int32_t* cand_i, int* counters, float* logprobs, int32_t* indices) {
+                       int32_t* cand_i, int* counters, float* logprobs, int32_t* indices,
+                       RuleAdvance adv) {
   constexpr float kNegInf = -INFINITY;
   __shared__ float seg[kMaskedSegment];
   __shared__ int32_t seg_i[kMaskedSegment];  // the merge's candidate indices
@@ -571,10 +596,16 @@ __global__ void __launch_bounds__(kMaskedThreads)
         emit_at(out + k));
   if (!last_to_finish(counters + row, int(gridDim.x))) return;
   masked_topk_merge_row(row, split, int(gridDim.x), k, stats, cand_v, cand_i, logprobs, indices,
-                        seg, seg_i, threshold, gathered_v[0], gathered_i[0], &gathered_n[0]);
+                        seg, seg_i, adv, threshold, gathered_v[0], gathered_i[0], &gathered_n[0]);
 }
 
 constexpr int64_t kMaskedMaxRows = 65535;  // grid y
+
+RuleAdvance rule_advance(const TimestampRuleAdvance* a) {
+  if (!a) return {};
+  return {a->state->data<int32_t>(), a->next_state->data<int32_t>(), a->tokens->data<int32_t>(),
+          a->rules->data<int32_t>(), int(a->rules->dim(1)),          a->params};
+}
 
 // masked_topk's per-row counters (LastBlockCounters, common.cuh): enough for every row count
 // it takes on the first call, so a captured step never grows them.
@@ -647,7 +678,7 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
 }
 
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
-                 Tensor& indices) {
+                 Tensor& indices, const TimestampRuleAdvance* advance) {
   constexpr const char* kOp = "masked_topk";
   const int64_t rows = x.dim(0), v = x.dim(1);
   if (rows == 0) return;
@@ -673,7 +704,7 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   launch_dependent(masked_topk_kernel, grid, dim3(kMaskedThreads), 0, x.data<float>(), int32_t(v),
                    mask ? mask->data<int8_t>() : nullptr, rules.data<int32_t>(), width, k,
                    threshold, stats, cand_v, cand_i, counters, logprobs.data<float>(),
-                   indices.data<int32_t>());
+                   indices.data<int32_t>(), rule_advance(advance));
 }
 
 }  // namespace parley::cuda

@@ -1,6 +1,7 @@
 // advance_timestamp_rule on CUDA (ops/timestamp_rule.h): one thread per sequence, running the
-// step the CPU runs (ops/timestamp_rule_impl.h). A greedy decoder has one sequence, so this
-// is a single tiny kernel between a step's masked_topk and the next step.
+// step the CPU runs (ops/timestamp_rule_impl.h). The greedy chain does not launch it: its
+// masked_topk runs the same step as it emits the choice (reduce.cu, masked_topk's advance),
+// which saves a tiny kernel between a step's choice and the next step.
 #include "engine/cuda/common.cuh"
 #include "engine/ops/timestamp_rule.h"
 #include "engine/ops/timestamp_rule_impl.h"

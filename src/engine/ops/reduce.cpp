@@ -55,7 +55,7 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
 }
 
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
-                 Tensor& indices) {
+                 Tensor& indices, const TimestampRuleAdvance* advance) {
   constexpr std::string_view op = "masked_topk";
   const Device dev = detail::check_args(op, {{"x", &x},
                                              {"mask", mask},
@@ -86,10 +86,32 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
   detail::require(indices.dtype() == DType::i32 && indices.shape() == want, op, [&] {
     return detail::arg_str("indices", indices) + " must be i32" + want.str();
   });
-  if (dev == Device::cuda)
-    cuda::masked_topk(x, mask, rules, k, logprobs, indices);
-  else
+  if (const TimestampRuleAdvance* a = advance) {
+    detail::require(k == 1, op, [&] { return "advance needs k = 1, got " + std::to_string(k); });
+    detail::require(a->state && a->next_state && a->tokens && a->rules, op, [&] {
+      return std::string("advance needs state, next_state, tokens and rules");
+    });
+    const Device at = detail::check_timestamp_rule(op, indices, *a->state, *a->next_state,
+                                                   *a->tokens, *a->rules, a->params);
+    detail::require(at == dev, op, [&] { return std::string("advance is on another device"); });
+    for (const Tensor* o :
+         {static_cast<const Tensor*>(a->next_state), static_cast<const Tensor*>(a->tokens),
+          static_cast<const Tensor*>(a->rules)})
+      detail::require(!detail::overlap(*o, x) && !(mask && detail::overlap(*o, *mask)) &&
+                          !detail::overlap(*o, rules) && !detail::overlap(*o, logprobs),
+                      op, [&] {
+                        return "advance's " + detail::arg_str("output", *o) +
+                               " overlaps x, mask, rules or logprobs";
+                      });
+  }
+  if (dev == Device::cuda) {
+    cuda::masked_topk(x, mask, rules, k, logprobs, indices, advance);
+  } else {
     cpu::masked_topk(x, mask, rules, k, logprobs, indices);
+    if (const TimestampRuleAdvance* a = advance)
+      cpu::advance_timestamp_rule(indices, *a->state, *a->next_state, *a->tokens, *a->rules,
+                                  a->params);
+  }
 }
 
 }  // namespace parley

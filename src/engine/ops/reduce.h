@@ -14,8 +14,14 @@
 // lower index) — argmax for k = 1 — and logprobs f32 [N, k], x'[i] - logsumexp(x') there
 // (log_softmax). 1 <= k <= min(V, 64). The CPU takes logsumexp in f64 (as Whisper's host
 // filters); CUDA in f32, so its log-probabilities may differ in the last bits.
+// advance (optional, k = 1): then advance_timestamp_rule (ops/timestamp_rule.h) of each row's
+// chosen index, with advance's state, next_state, tokens and rules, as if called after
+// masked_topk with chosen = indices (on CUDA in the same launch: a greedy decoder step's
+// choice and its next input with no kernel between). Its outputs may not overlap x, mask,
+// rules, logprobs, indices or its state.
 #pragma once
 
+#include "engine/ops/timestamp_rule.h"
 #include "engine/tensor.h"
 
 namespace parley {
@@ -26,7 +32,7 @@ constexpr int kMaskedTopKMaxRanges = 16;  // R
 void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
-                 Tensor& indices);
+                 Tensor& indices, const TimestampRuleAdvance* advance = nullptr);
 
 namespace cpu {
 void argmax(const Tensor& x, Tensor& out);
@@ -38,7 +44,7 @@ namespace cuda {
 void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
-                 Tensor& indices);
+                 Tensor& indices, const TimestampRuleAdvance* advance);
 }  // namespace cuda
 
 }  // namespace parley

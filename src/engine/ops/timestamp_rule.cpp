@@ -6,9 +6,9 @@
 
 namespace parley {
 
-void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& next_state,
-                            Tensor& tokens, Tensor& rules, const TimestampRuleParams& params) {
-  constexpr std::string_view op = "advance_timestamp_rule";
+Device detail::check_timestamp_rule(std::string_view op, const Tensor& chosen, const Tensor& state,
+                                    const Tensor& next_state, const Tensor& tokens,
+                                    const Tensor& rules, const TimestampRuleParams& params) {
   const Device dev = detail::check_args(op, {{"chosen", &chosen},
                                              {"state", &state},
                                              {"next_state", &next_state},
@@ -45,7 +45,14 @@ void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& n
     return "eot " + std::to_string(params.eot) + " and timestamp_begin " +
            std::to_string(params.timestamp_begin) + ": expected 0 < eot < timestamp_begin";
   });
-  if (n == 0) return;
+  return dev;
+}
+
+void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& next_state,
+                            Tensor& tokens, Tensor& rules, const TimestampRuleParams& params) {
+  const Device dev = detail::check_timestamp_rule("advance_timestamp_rule", chosen, state,
+                                                  next_state, tokens, rules, params);
+  if (state.dim(0) == 0) return;
   if (dev == Device::cuda)
     cuda::advance_timestamp_rule(chosen, state, next_state, tokens, rules, params);
   else

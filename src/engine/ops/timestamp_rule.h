@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "engine/tensor.h"
 
@@ -43,6 +44,23 @@ struct TimestampRuleParams {
 
 void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& next_state,
                             Tensor& tokens, Tensor& rules, const TimestampRuleParams& params);
+
+// advance_timestamp_rule's outputs and inputs other than `chosen`, for an op that makes the
+// choice and advances in the same launch (masked_topk, ops/reduce.h).
+struct TimestampRuleAdvance {
+  const Tensor* state = nullptr;
+  Tensor* next_state = nullptr;
+  Tensor* tokens = nullptr;
+  Tensor* rules = nullptr;
+  TimestampRuleParams params;
+};
+
+namespace detail {
+// advance_timestamp_rule's argument checks, errors under `op`; returns the device.
+Device check_timestamp_rule(std::string_view op, const Tensor& chosen, const Tensor& state,
+                            const Tensor& next_state, const Tensor& tokens, const Tensor& rules,
+                            const TimestampRuleParams& params);
+}  // namespace detail
 
 namespace cpu {
 void advance_timestamp_rule(const Tensor& chosen, const Tensor& state, Tensor& next_state,
