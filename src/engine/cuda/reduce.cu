@@ -156,6 +156,11 @@ __global__ void topk_merge_kernel(const T* x, int32_t v, int k, int32_t n_cand, 
 // critical path in the H200's trace, 24 us this way, bench/RESULTS.md); so is the merge's
 // over the segments' candidate lists (20 us), with the rounds over the candidates in shared
 // memory where the bound lets too many or too few through.
+constexpr int kMaskedThreads = 256;
+constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
+constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
+static_assert(kMaskedSegment % kMaskedThreads == 0, "whole passes of the block");
+
 // masked_topk's advance (ops/reduce.h) as raw pointers; state null: none.
 struct RuleAdvance {
   const int32_t* state = nullptr;
@@ -165,11 +170,6 @@ struct RuleAdvance {
   int width = 0;
   TimestampRuleParams params;
 };
-
-constexpr int kMaskedThreads = 256;
-constexpr int32_t kMaskedSegment = 2048;  // elements per stage-1 block: 8 KiB of shared memory
-constexpr int kMaskedPerThread = kMaskedSegment / kMaskedThreads;
-static_assert(kMaskedSegment % kMaskedThreads == 0, "whole passes of the block");
 
 struct LseStats {
   float head_max, head_sum, tail_max, tail_sum;
@@ -603,8 +603,14 @@ constexpr int64_t kMaskedMaxRows = 65535;  // grid y
 
 RuleAdvance rule_advance(const TimestampRuleAdvance* a) {
   if (!a) return {};
-  return {a->state->data<int32_t>(), a->next_state->data<int32_t>(), a->tokens->data<int32_t>(),
-          a->rules->data<int32_t>(), int(a->rules->dim(1)),          a->params};
+  RuleAdvance r;
+  r.state = a->state->data<int32_t>();
+  r.next_state = a->next_state->data<int32_t>();
+  r.tokens = a->tokens->data<int32_t>();
+  r.rules = a->rules->data<int32_t>();
+  r.width = int(a->rules->dim(1));
+  r.params = a->params;
+  return r;
 }
 
 // masked_topk's per-row counters (LastBlockCounters, common.cuh): enough for every row count

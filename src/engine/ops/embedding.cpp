@@ -47,8 +47,8 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, const Tensor
                " is outside the table's " + std::to_string(vocab) + " rows";
       });
   }
-  if (dev ==
-      Device::cuda) {  // host ids (checked above) go up first: the kernel reads device memory
+  if (dev == Device::cuda) {
+    // Host ids (checked above) go up first: the kernel reads device memory.
     cuda::embedding(table, ids.device() == Device::cuda ? ids : ids.to(Device::cuda), out, add);
   } else {
     cpu::embedding(table, ids, out);

@@ -94,9 +94,8 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
     const Device at = detail::check_timestamp_rule(op, indices, *a->state, *a->next_state,
                                                    *a->tokens, *a->rules, a->params);
     detail::require(at == dev, op, [&] { return std::string("advance is on another device"); });
-    for (const Tensor* o :
-         {static_cast<const Tensor*>(a->next_state), static_cast<const Tensor*>(a->tokens),
-          static_cast<const Tensor*>(a->rules)})
+    const Tensor* outputs[] = {a->next_state, a->tokens, a->rules};
+    for (const Tensor* o : outputs)
       detail::require(!detail::overlap(*o, x) && !(mask && detail::overlap(*o, *mask)) &&
                           !detail::overlap(*o, rules) && !detail::overlap(*o, logprobs),
                       op, [&] {
