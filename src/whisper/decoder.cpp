@@ -45,12 +45,10 @@ namespace {
 void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l, Tensor& cache,
                             int64_t offset, int n_head) {
   const int64_t t = x.dim(0), d = x.dim(1), total = offset + t, n_ctx = cache.dim(0);
-  const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [T, d]
-  Tensor step = cache.slice0(offset, total);              // [T, 3d]
+  Tensor step = cache.slice0(offset, total);  // [T, 3d]
   MatmulOptions proj;
-  proj.trans_b = true;
   proj.bias = &l.self_qkv.bias;
-  matmul(attn_in, l.self_qkv.weight, step, proj);
+  normed_matmul(pool, x, l.self_ln, l.self_fold, l.self_qkv.weight, step, proj);
   const Tensor all = cache.reshape({1, n_ctx, 3 * d});
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d], heads side by side
   AttentionOptions opt;
@@ -66,8 +64,10 @@ void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
 void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
                              const Tensor& cross_kv, int64_t layer, int n_head) {
   const int64_t t = x.dim(0), d = x.dim(1), n_audio = cross_kv.dim(0);
-  const Tensor attn_in = layer_norm(pool, x, l.cross_ln);  // [T, d]
-  const Tensor q = linear(pool, attn_in, l.cross_q);       // [T, d]
+  Tensor q = pool.alloc({t, d}, x.dtype());  // [T, d]
+  MatmulOptions proj;
+  proj.bias = &l.cross_q.bias;
+  normed_matmul(pool, x, l.cross_ln, l.cross_fold, l.cross_q.weight, q, proj);
   const Tensor kv = cross_kv.reshape({1, n_audio, cross_kv.dim(1)});
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d]
   AttentionOptions opt;
@@ -91,8 +91,10 @@ struct RowsSelfCache {
 void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
                          const RowsSelfCache& c, int n_head) {
   const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.rows.dim(1);
-  const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [B, d]
-  const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [B, 3d]
+  Tensor qkv = pool.alloc({b, 3 * d}, x.dtype());  // [B, 3d]
+  MatmulOptions proj;
+  proj.bias = &l.self_qkv.bias;
+  normed_matmul(pool, x, l.self_ln, l.self_fold, l.self_qkv.weight, qkv, proj);
   Tensor positions = c.rows.reshape({c.rows.dim(0) * n_ctx, 3 * d});
   scatter_rows(qkv, c.cache_rows, positions);
   Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]
@@ -252,7 +254,7 @@ Tensor WhisperSession::rows_logits(const whisper::RowsInput& in, int64_t offset)
                         c.n_text_head);
     // The rows are B queries of the same audio: one attention call, no causal mask.
     decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
-    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2, layer.mlp_fold);
   }
   return final_logits(pool_, x, w, c.n_vocab);
 }
@@ -278,7 +280,7 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
     const DecoderLayerWeights& layer = w.decoder_layers[i];
     decoder_self_attention(pool_, x, layer, cache_[i].self_qkv, offset, c.n_text_head);
     decoder_cross_attention(pool_, x, layer, cross_kv_, int64_t(i), c.n_text_head);
-    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2);
+    mlp_block(pool_, x, layer.mlp_ln, layer.fc1, layer.fc2, layer.mlp_fold);
   }
   if (row_ids) {
     Tensor picked = pool_.alloc({n_out, d}, x.dtype());

@@ -49,15 +49,27 @@ Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln) {
   return y;
 }
 
+void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                   const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
+                   MatmulOptions opt) {
+  opt.trans_b = true;
+  if (!fold.w_gamma.defined()) {
+    matmul(layer_norm(pool, x, ln), weight, y, opt);
+    return;
+  }
+  Tensor scratch = pool.alloc(x.shape(), x.dtype());  // the norm, where the GEMM cannot fold it
+  const NormInput norm{&ln.gamma, &ln.beta, kLayerNormEps, &fold.w_gamma, &fold.w_shift, &scratch};
+  opt.norm = &norm;
+  matmul(x, weight, y, opt);
+}
+
 void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
-               const LinearWeights& fc2) {
-  const Tensor mlp_in = layer_norm(pool, x, ln);                         // [T, d]
+               const LinearWeights& fc2, const NormFoldWeights& fold) {
   Tensor hidden = pool.alloc({x.dim(0), fc1.weight.dim(0)}, x.dtype());  // [T, 4d]
   MatmulOptions opt;
-  opt.trans_b = true;
   opt.bias = &fc1.bias;
   opt.gelu = true;  // one launch for a decoder step's few rows (the GEMM's epilogue)
-  matmul(mlp_in, fc1.weight, hidden, opt);
+  normed_matmul(pool, x, ln, fold, fc1.weight, hidden, opt);
   linear_residual(hidden, fc2, x);
 }
 
@@ -77,11 +89,8 @@ Tensor merge_heads(Pool& pool, const Tensor& x) {
 }
 
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
-  const Tensor out = layer_norm(pool, x, w.decoder_ln);         // [T, d]
   Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
-  MatmulOptions opt;
-  opt.trans_b = true;
-  matmul(out, w.token_embedding, logits, opt);
+  normed_matmul(pool, x, w.decoder_ln, w.decoder_fold, w.token_embedding, logits);
   return logits;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/ops/matmul.h"
 #include "engine/pool.h"
 #include "engine/tensor.h"
 #include "whisper/weights.h"
@@ -33,9 +34,16 @@ Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);
 void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x);
 // LayerNorm over the last dim, eps 1e-5 (as torch.nn.LayerNorm's default).
 Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln);
-// x [T, d] += fc2(gelu(fc1(layer_norm(x))))
+// y = layer_norm(x; ln) @ weight^T with opt's bias, beta, gelu (opt.trans_b is set here).
+// Where `fold` holds the norm's folded vectors (WhisperModel fills them for CUDA models of
+// 16-bit weights), one GEMM normalizes x as it reads it (MatmulOptions::norm: a greedy
+// decoder step has no LayerNorm launch); else the LayerNorm, then the GEMM.
+void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                   const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
+                   MatmulOptions opt = {});
+// x [T, d] += fc2(gelu(fc1(layer_norm(x)))); `fold`: mlp_ln folded into fc1 (normed_matmul).
 void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
-               const LinearWeights& fc2);
+               const LinearWeights& fc2, const NormFoldWeights& fold = {});
 // x [T, n * d] (n projections side by side, each H heads of d_head) -> [n, H, T, d_head]
 Tensor split_heads(Pool& pool, const Tensor& x, int n, int n_head);
 // x [1, H, T, d_head] -> [T, H * d_head]

@@ -11,6 +11,7 @@
 
 #include "audio/mel.h"
 #include "engine/error.h"
+#include "engine/ops/matmul.h"
 #include "io/ctranslate2.h"
 #include "io/ggml_legacy.h"
 #include "io/npz.h"
@@ -66,6 +67,24 @@ void stack_cross_kv(WhisperWeights& w) {
   }
 }
 
+// The decoder's LayerNorms folded into the GEMMs after them (NormFoldWeights), where a
+// decoder step can use them: CUDA with 16-bit weights (the few-row kernel folds only those).
+void fold_decoder_norms(WhisperWeights& w, const LoadOptions& opt) {
+  if (opt.device != Device::cuda || (opt.dtype != DType::f16 && opt.dtype != DType::bf16)) return;
+  const auto fold = [](const Tensor& weight, const LayerNormWeights& ln, NormFoldWeights& out) {
+    const int64_t n = weight.dim(0);
+    out.w_gamma = Tensor::empty({n}, DType::f32, weight.device());
+    out.w_shift = Tensor::empty({n}, DType::f32, weight.device());
+    fold_layer_norm(weight, ln.gamma, ln.beta, out.w_gamma, out.w_shift);
+  };
+  for (DecoderLayerWeights& l : w.decoder_layers) {
+    fold(l.self_qkv.weight, l.self_ln, l.self_fold);
+    fold(l.cross_q.weight, l.cross_ln, l.cross_fold);
+    fold(l.fc1.weight, l.mlp_ln, l.mlp_fold);
+  }
+  fold(w.token_embedding, w.decoder_ln, w.decoder_fold);
+}
+
 }  // namespace
 
 WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig config,
@@ -78,6 +97,7 @@ WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig co
       opt_(opt),
       ggml_vocab_(std::move(ggml_vocab)) {
   stack_cross_kv(weights_);
+  fold_decoder_norms(weights_, opt_);
 }
 
 const char* layout_name(WhisperLayout layout) {

@@ -25,6 +25,15 @@ struct LayerNormWeights {
   Tensor beta;   // [d]
 };
 
+// A LayerNorm folded into the GEMM that reads its output (MatmulOptions::norm, ops/matmul.h):
+// the weight times gamma and times beta, f32 [out]. WhisperModel fills these for the
+// decoder's norms on CUDA with 16-bit weights; elsewhere they stay empty and the norm runs
+// on its own.
+struct NormFoldWeights {
+  Tensor w_gamma;  // weight @ gamma
+  Tensor w_shift;  // weight @ beta
+};
+
 struct EncoderLayerWeights {
   LayerNormWeights attn_ln;
   LinearWeights attn_qkv;  // [3d, d]
@@ -32,6 +41,8 @@ struct EncoderLayerWeights {
   LayerNormWeights mlp_ln;
   LinearWeights fc1;  // [4d, d]
   LinearWeights fc2;  // [d, 4d]
+  // self_ln into self_qkv, cross_ln into cross_q, mlp_ln into fc1 (NormFoldWeights)
+  NormFoldWeights self_fold, cross_fold, mlp_fold;
 };
 
 struct DecoderLayerWeights {
@@ -45,6 +56,8 @@ struct DecoderLayerWeights {
   LayerNormWeights mlp_ln;
   LinearWeights fc1;  // [4d, d]
   LinearWeights fc2;  // [d, 4d]
+  // self_ln into self_qkv, cross_ln into cross_q, mlp_ln into fc1 (NormFoldWeights)
+  NormFoldWeights self_fold, cross_fold, mlp_fold;
 };
 
 struct WhisperWeights {
@@ -60,6 +73,7 @@ struct WhisperWeights {
   Tensor decoder_positions;  // [n_text_ctx, d] (learned)
   std::vector<DecoderLayerWeights> decoder_layers;
   LayerNormWeights decoder_ln;
+  NormFoldWeights decoder_fold;  // decoder_ln into the logits GEMM (token_embedding)
   // Every decoder layer's cross_kv stacked, [n_text_layer * 2d, d] (layer i's rows
   // [2d * i, 2d * (i + 1))), for one GEMM per window; filled by WhisperModel, whose layers'
   // cross_kv are views of it.

@@ -282,6 +282,123 @@ TEST_P(Matmul, DecodeRows) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, Matmul, ::testing::ValuesIn(op_params()), op_param_name);
 
+// ----------------------------------------------------------- matmul with a LayerNorm first
+
+// MatmulOptions::norm: c = alpha layer_norm(a) @ w^T + bias + beta c (then GELU), against
+// the norm and the product in double. CUDA folds the norm into its few-row kernel for 1-3
+// rows of f16/bf16 with K a multiple of 8; every other case (the CPU, f32, 4 or more rows,
+// K = 60) normalizes into the scratch first. The folded vectors come from fold_layer_norm.
+struct NormCase {
+  int64_t m, n, k;
+  float alpha = 1.0f, beta = 0.0f;
+  bool bias = false;
+  bool c_f32 = false;
+  bool gelu = false;
+  float offset = 0.0f;  // added to a: rows whose mean is far from 0
+};
+
+class MatmulNorm : public OpTest {
+ protected:
+  void run(const NormCase& nc) {
+    SCOPED_TRACE("m " + std::to_string(nc.m) + " n " + std::to_string(nc.n) + " k " +
+                 std::to_string(nc.k) + " offset " + std::to_string(nc.offset));
+    constexpr float kEps = 1e-5f;
+    const DType c_dt = nc.c_f32 ? DType::f32 : dtype();
+    const HostTensor a = random({nc.m, nc.k}, nc.offset - 2.0f, nc.offset + 2.0f);
+    const HostTensor w = random({nc.n, nc.k}), bias = random({nc.n});
+    const HostTensor gamma = random({nc.k}, 0.5f, 1.5f), shift = random({nc.k}, -0.5f, 0.5f);
+    const HostTensor c0 = random({nc.m, nc.n}, c_dt);
+    Tensor da = dev(a.t), dw = dev(w.t), dbias = dev(bias.t), dgamma = dev(gamma.t),
+           dshift = dev(shift.t);
+    Tensor w_gamma = out({nc.n}, DType::f32), w_shift = out({nc.n}, DType::f32);
+    fold_layer_norm(dw, dgamma, dshift, w_gamma, w_shift);
+    Tensor scratch = out({nc.m, nc.k});
+    const NormInput norm{&dgamma, &dshift, kEps, &w_gamma, &w_shift, &scratch};
+    Tensor c = nc.beta != 0.0f ? dev(c0.t) : out({nc.m, nc.n}, c_dt);
+    MatmulOptions opt;
+    opt.trans_b = true;
+    opt.alpha = nc.alpha;
+    opt.beta = nc.beta;
+    opt.bias = nc.bias ? &dbias : nullptr;
+    opt.gelu = nc.gelu;
+    opt.norm = &norm;
+    matmul(da, dw, c, opt);
+
+    std::vector<double> want(size_t(nc.m * nc.n)), xn(size_t(nc.k));
+    for (int64_t i = 0; i < nc.m; ++i) {
+      double mean = 0.0, var = 0.0;
+      for (int64_t p = 0; p < nc.k; ++p) mean += a.v[size_t(i * nc.k + p)];
+      mean /= double(nc.k);
+      for (int64_t p = 0; p < nc.k; ++p) {
+        const double dv = a.v[size_t(i * nc.k + p)] - mean;
+        var += dv * dv;
+      }
+      var /= double(nc.k);
+      for (int64_t p = 0; p < nc.k; ++p)
+        xn[size_t(p)] =
+            (a.v[size_t(i * nc.k + p)] - mean) / std::sqrt(var + kEps) * gamma.v[size_t(p)] +
+            shift.v[size_t(p)];
+      for (int64_t j = 0; j < nc.n; ++j) {
+        double s = 0.0;
+        for (int64_t p = 0; p < nc.k; ++p) s += xn[size_t(p)] * w.v[size_t(j * nc.k + p)];
+        const size_t o = size_t(i * nc.n + j);
+        double r = double(nc.alpha) * s + (nc.bias ? bias.v[size_t(j)] : 0.0);
+        if (nc.beta != 0.0f) r += double(nc.beta) * c0.v[o];
+        if (nc.gelu) r = 0.5 * r * (1.0 + std::erf(r / std::sqrt(2.0)));
+        want[o] = r;
+      }
+    }
+    // The normalized rows reach about 2.5 (gamma up to 1.5); where they are rounded to the
+    // dtype (not folded) each term carries that rounding. In f32 the norm's own rounding
+    // shows too: a - mean loses |mean| / spread of a's relative precision (offset 12 against
+    // a spread of 2: the CPU's f32 norm was 1.2e-3 off on the H200 run of this case).
+    Tolerance tol = sum_tolerance(c_dt == DType::f32 ? dtype() : c_dt, nc.k);
+    tol.abs *= 3.0;
+    if (dtype() == DType::f32) tol.abs *= 1.0 + std::abs(nc.offset) / 2.0;
+    expect_close(read_floats(c), want, tol, "matmul with norm");
+  }
+};
+
+TEST_P(MatmulNorm, MatchesTheNormThenTheProduct) {
+  // Folded on CUDA (f16/bf16): a greedy step's QKV (the residual read in place), cross q,
+  // fc1 with GELU, and the logits in f32.
+  run({.m = 1, .n = 3840, .k = 1280, .bias = true});
+  run({.m = 2, .n = 1280, .k = 1280, .beta = 1.0f, .bias = true});
+  run({.m = 3, .n = 5120, .k = 1280, .bias = true, .gelu = true});
+  run({.m = 1, .n = 4099, .k = 1280, .c_f32 = true});
+  run({.m = 1, .n = 384, .k = 5120, .alpha = -0.5f, .bias = true});
+  // Rows whose mean is far from their spread (E[a^2] - mean^2 cancels 2-3 digits).
+  run({.m = 2, .n = 384, .k = 1280, .bias = true, .offset = 12.0f});
+  // Normalized into the scratch on every device.
+  run({.m = 5, .n = 3840, .k = 1280, .beta = 1.0f, .bias = true});
+  run({.m = 9, .n = 384, .k = 64, .bias = true});
+  run({.m = 1, .n = 384, .k = 60, .bias = true});
+}
+
+// The norm's arguments are checked before anything runs.
+TEST_P(MatmulNorm, RejectsBadArguments) {
+  Tensor a = dev(random({1, 64}).t), w = dev(random({64, 64}).t), c = out({1, 64});
+  Tensor gamma = dev(random({64}).t), shift = dev(random({64}).t);
+  Tensor wg = out({64}, DType::f32), ws = out({64}, DType::f32), scratch = out({1, 64});
+  Tensor short_gamma = dev(random({63}).t), wg_short = out({63}, DType::f32),
+         scratch_big = out({2, 64});
+  MatmulOptions opt;
+  opt.trans_b = true;
+  const auto call = [&](NormInput nm, bool trans_b = true) {
+    MatmulOptions o = opt;
+    o.trans_b = trans_b;
+    o.norm = &nm;
+    matmul(a, w, c, o);
+  };
+  expect_error([&] { call({&gamma, &shift, 1e-5f, &wg, &ws, nullptr}); }, {"scratch"});
+  expect_error([&] { call({&short_gamma, &shift, 1e-5f, &wg, &ws, &scratch}); }, {"gamma"});
+  expect_error([&] { call({&gamma, &shift, 1e-5f, &wg_short, &ws, &scratch}); }, {"w_gamma"});
+  expect_error([&] { call({&gamma, &shift, 1e-5f, &wg, &ws, &scratch_big}); }, {"scratch"});
+  expect_error([&] { call({&gamma, &shift, 1e-5f, &wg, &ws, &scratch}, false); }, {"trans_b"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, MatmulNorm, ::testing::ValuesIn(op_params()), op_param_name);
+
 // Threads running the same GEMM shapes at once (the server's workers decode side by side on
 // the CPU) each get their own product, bit for bit what the call gives alone: the GEMM
 // library's cached kernels must not share scratch memory between threads. Decoder-step and

@@ -321,11 +321,22 @@ struct GemmArgs {
 };
 void gemm(const GemmArgs& g, const char* op);
 
+// The LayerNorm folded into gemv (MatmulOptions::norm): gamma [K] of a's dtype, 16-byte
+// aligned; w_gamma, w_shift f32 [N]; inv_k = 1 / K.
+struct GemvNorm {
+  const void* gamma = nullptr;
+  const float* w_gamma = nullptr;
+  const float* w_shift = nullptr;
+  float eps = 0.0f, inv_k = 0.0f;
+};
+
 // The skinny-GEMM path (gemv.cu) for g.m <= 8 rows against a 2-D trans_b f16/bf16 weight
 // (decoder steps), bias [N] (f32 or c's dtype, absent when ptr is null) added before
-// beta * c, then exact GELU when `gelu` (only with beta == 0). Returns false, launching
-// nothing, when g is not a shape it takes.
-bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op);
+// beta * c, then exact GELU when `gelu` (only with beta == 0); with `norm`, a's rows
+// LayerNormed first (folded, 1-3 rows only). Returns false, launching nothing, when g is not
+// a shape it takes.
+bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op,
+          const GemvNorm* norm = nullptr);
 
 // c[r, j] = beta * c[r, j] + bias[r % channels if per_row else j] for a rows x cols matrix
 // of c_type (beta == 0 ignores c's old contents, NaN included; bias may be absent).

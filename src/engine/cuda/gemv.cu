@@ -41,6 +41,17 @@
 // one slice of K; a step of it covers 4 vectors per column (t = 0..3), kMmaUnroll steps in
 // flight. The FMA kernel issues ~M x 20 instructions per 16 bytes of w, the mma kernel 4.
 //
+// LayerNorm folded in (MatmulOptions::norm, gemv_kernel only, so 1-3 rows): each lane
+// multiplies the a vector it loads by gamma's matching vector (a weight, read through L1 like
+// a) before its FMAs, and sums that vector's values and squares for the row's mean and
+// variance in the same pass. The sums take the warp reduction and the shared-memory sum of
+// the K slices beside the products, and the thread writing output (m, col) finishes it as
+//   rstd (s - mean w_gamma[col]) + w_shift[col],  rstd = 1 / sqrt(E[a^2] - mean^2 + eps)
+// with w_gamma and w_shift read before the wait like the bias: the norm costs a decoder step
+// no launch and no memory trip of its own. (A block normalizing a into shared memory before
+// its product, measured in the twelfth session, put two reductions, a barrier and a second
+// trip to L2 on every block's critical path, bench/RESULTS.md.)
+//
 // Each launch is a programmatic dependent of the kernel before it (common.cuh): the block
 // requests its first pass of weights, which no kernel writes, and the bias of the outputs it
 // will write, then waits for the inputs, and right after requests c's old values (beta != 0):
@@ -59,9 +70,17 @@ namespace parley::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;    // warps per block
-constexpr int kCols = 2;     // columns (rows of w) per warp
-constexpr int kUnroll = 8;   // 16-byte vectors per row and lane in flight
+constexpr int kWarps = 8;   // warps per block
+constexpr int kCols = 2;    // columns (rows of w) per warp
+constexpr int kUnroll = 8;  // 16-byte vectors per row and lane in flight (2-8 rows)
+// One row (a greedy step): 5 vectors in flight (all of a lane's for K = 1280, or a slice of
+// 5120) and at most 80 registers, so that three blocks fit an SM and a GEMM's blocks find
+// room beside the kernel before them to request their weights early (programmatic launch;
+// H200, turbo: 0.2007-0.2014 -> 0.1973-0.1980 ms a greedy step, bench/RESULTS.md). Two and
+// three rows keep 8 vectors and two blocks an SM (at most 128 registers; at 80 their
+// accumulators would spill).
+constexpr int unroll_of(int m) { return m == 1 ? 5 : kUnroll; }
+constexpr int min_blocks_of(int m) { return m == 1 ? 3 : 2; }
 constexpr int kMaxRows = 8;  // the largest M taken
 constexpr int kVec = 8;      // halves per 16-byte vector
 
@@ -115,6 +134,11 @@ __device__ __forceinline__ void write_output(float s, TC* c, int64_t n, int m, i
   c[int64_t(m) * n + col] = dev_from_f32<TC>(r);
 }
 
+// The folded norm's per-column inputs (the header), read ahead like the bias.
+struct FoldIn {
+  float w_gamma, w_shift;
+};
+
 template <typename T>
 __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
   const T* h = reinterpret_cast<const T*>(&v);
@@ -127,11 +151,13 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
 // partial sums of columns group (w % groups) over K slice (w / groups), and the slices'
 // partials meet in shared memory. Splitting K gives a short row (N = 1280 outputs of K =
 // 5120) enough warps in flight to stream its weights at full bandwidth.
-template <typename T, typename TC, int M>
-__global__ void __launch_bounds__(kWarps * 32)
+template <typename T, typename TC, int M, bool Fold>
+__global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
-                int parts, float alpha, float beta, ParamRef bias, bool gelu, bool evict_first) {
+                int parts, float alpha, float beta, ParamRef bias, bool gelu, bool evict_first,
+                GemvNorm norm) {
   __shared__ float partial[kWarps][M][kCols];
+  __shared__ float stats[Fold ? kWarps : 1][M][2];  // the K slice's sum of a and of a^2
   const uint64_t policy = stream_policy(evict_first);
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int groups = kWarps / parts;
@@ -142,7 +168,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int og = t / (M * kCols), om = (t / kCols) % M, oj = t % kCols;
   const int64_t out_col = (int64_t(blockIdx.x) * groups + og) * kCols + oj;
   OutputIn in{0.0f, 0.0f};
+  FoldIn fold{0.0f, 0.0f};
   if (writer) load_bias(in, bias, out_col, n);
+  if (Fold && writer && out_col < n) fold = {norm.w_gamma[out_col], norm.w_shift[out_col]};
   const int64_t col0 = (int64_t(blockIdx.x) * groups + group) * kCols;
   const int per_part = (kvecs + parts - 1) / parts;
   const int v_begin = part * per_part;
@@ -157,15 +185,20 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   float acc[M][kCols];
+  float sum[M], sum_sq[M];  // Fold: this lane's sums of a and a^2 per row
 #pragma unroll
-  for (int m = 0; m < M; ++m)
+  for (int m = 0; m < M; ++m) {
+    sum[m] = sum_sq[m] = 0.0f;
 #pragma unroll
     for (int j = 0; j < kCols; ++j) acc[m][j] = 0.0f;
+  }
+  const uint4* gv = reinterpret_cast<const uint4*>(norm.gamma);
 
-  uint4 wbuf[kUnroll][kCols];
+  constexpr int kU = unroll_of(M);
+  uint4 wbuf[kU][kCols];
   const auto load_w = [&](int base) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int v = base + u * 32;
 #pragma unroll
       for (int j = 0; j < kCols; ++j)
@@ -179,19 +212,29 @@ __global__ void __launch_bounds__(kWarps * 32)
   wait_for_inputs();
   allow_dependents();
   if (writer) load_old(in, c, n, om, out_col, beta);
-  for (int base = first; base < v_end; base += 32 * kUnroll) {
+  for (int base = first; base < v_end; base += 32 * kU) {
     if (base != first) load_w(base);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int v = base + u * 32;
       if (v >= v_end) break;
       float wf[kCols][kVec];
 #pragma unroll
       for (int j = 0; j < kCols; ++j) unpack<T>(wbuf[u][j], wf[j]);
+      float gf[kVec];
+      if constexpr (Fold) unpack<T>(__ldg(gv + v), gf);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float af[kVec];
         unpack<T>(__ldg(av + int64_t(m) * kvecs + v), af);
+        if constexpr (Fold) {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            sum[m] += af[i];
+            sum_sq[m] = fmaf(af[i], af[i], sum_sq[m]);
+            af[i] *= gf[i];
+          }
+        }
 #pragma unroll
         for (int j = 0; j < kCols; ++j)
 #pragma unroll
@@ -201,17 +244,35 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
 #pragma unroll
-  for (int m = 0; m < M; ++m)
+  for (int m = 0; m < M; ++m) {
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const float s = warp_reduce(acc[m][j], SumOp{});
       if (lane == 0) partial[warp][m][j] = s;
     }
+    if constexpr (Fold) {
+      const float s1 = warp_reduce(sum[m], SumOp{}), s2 = warp_reduce(sum_sq[m], SumOp{});
+      if (lane == 0) {
+        stats[warp][m][0] = s1;
+        stats[warp][m][1] = s2;
+      }
+    }
+  }
   __syncthreads();
   // The parts' sum in order.
   if (!writer || out_col >= n) return;
   float s = 0.0f;
   for (int p = 0; p < parts; ++p) s += partial[p * groups + og][om][oj];
+  if constexpr (Fold) {
+    float s1 = 0.0f, s2 = 0.0f;  // every warp of a part summed the same slice of the row
+    for (int p = 0; p < parts; ++p) {
+      s1 += stats[p * groups + og][om][0];
+      s2 += stats[p * groups + og][om][1];
+    }
+    const float mean = s1 * norm.inv_k;
+    const float var = fmaxf(fmaf(s2, norm.inv_k, -mean * mean), 0.0f);
+    s = rsqrtf(var + norm.eps) * fmaf(-mean, fold.w_gamma, s) + fold.w_shift;
+  }
   write_output(s, c, n, om, out_col, alpha, beta, in, gelu);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
@@ -327,26 +388,27 @@ bool evict_first() {
 
 // A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
 // of the kernel before.
-template <typename T, typename TC, int M>
-void launch(const GemmArgs& g, ParamRef bias, bool gelu) {
+template <typename T, typename TC, int M, bool Fold = false>
+void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm = {}) {
   constexpr bool kMma = M >= kMmaMinRows;
+  static_assert(!(kMma && Fold), "the norm folds into the FMA kernel only");
   const int kvecs = int(g.k / kVec);
   const int cols = kMma ? kMmaCols : kCols;
-  const int parts =
-      kMma ? parts_for(g.n, kMmaCols, kMmaUnroll,
-                       [&](int p) { return mma_slice_vecs(kvecs, p) / kMmaStep; })
-           : parts_for(g.n, kCols, kUnroll, [&](int p) { return ((kvecs + p - 1) / p + 31) / 32; });
+  const int parts = kMma ? parts_for(g.n, kMmaCols, kMmaUnroll,
+                                     [&](int p) { return mma_slice_vecs(kvecs, p) / kMmaStep; })
+                         : parts_for(g.n, kCols, unroll_of(M),
+                                     [&](int p) { return ((kvecs + p - 1) / p + 31) / 32; });
   const int64_t cols_per_block = int64_t(kWarps / parts) * cols;
   const unsigned blocks = unsigned((g.n + cols_per_block - 1) / cols_per_block);
-  const auto kernel = [] {
-    if constexpr (kMma)
-      return gemv_mma_kernel<T, TC, M>;
-    else
-      return gemv_kernel<T, TC, M>;
-  }();
-  launch_dependent(kernel, dim3(blocks), dim3(kWarps * 32), 0, static_cast<const T*>(g.a),
-                   static_cast<const T*>(g.b), static_cast<TC*>(g.c), g.n, kvecs, parts, g.alpha,
-                   g.beta, bias, gelu, evict_first());
+  if constexpr (kMma) {
+    launch_dependent(gemv_mma_kernel<T, TC, M>, dim3(blocks), dim3(kWarps * 32), 0,
+                     static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
+                     g.n, kvecs, parts, g.alpha, g.beta, bias, gelu, evict_first());
+  } else {
+    launch_dependent(gemv_kernel<T, TC, M, Fold>, dim3(blocks), dim3(kWarps * 32), 0,
+                     static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
+                     g.n, kvecs, parts, g.alpha, g.beta, bias, gelu, evict_first(), norm);
+  }
 }
 
 template <typename T, typename TC>
@@ -363,22 +425,36 @@ void launch_rows(const GemmArgs& g, ParamRef bias, bool gelu) {
   }
 }
 
+template <typename T, typename TC>
+void launch_folded(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
+  switch (g.m) {
+    case 1: return launch<T, TC, 1, true>(g, bias, gelu, norm);
+    case 2: return launch<T, TC, 2, true>(g, bias, gelu, norm);
+    default: return launch<T, TC, 3, true>(g, bias, gelu, norm);
+  }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op) {
+bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op, const GemvNorm* norm) {
   const bool half = g.ab_type == DType::f16 || g.ab_type == DType::bf16;
   if (!half || g.batch != 1 || !g.trans_b || g.m < 1 || g.m > kMaxRows || g.k <= 0 ||
       g.k % kVec != 0 || g.k / kVec > INT32_MAX || !aligned16(g.a) || !aligned16(g.b) ||
       (g.c_type != DType::f32 && g.c_type != g.ab_type) || (gelu && g.beta != 0.0f))
     return false;
+  if (norm && (g.m >= kMmaMinRows || !aligned16(norm->gamma))) return false;
   const int64_t blocks = (g.n + kCols - 1) / kCols;  // at most: one column group a block
   if (g.n <= 0 || blocks > INT32_MAX) return false;
   dispatch_device_float(g.ab_type, op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
-      if (g.c_type == DType::f32)
+      if (norm && g.c_type == DType::f32)
+        launch_folded<T, float>(g, bias, gelu, *norm);
+      else if (norm)
+        launch_folded<T, T>(g, bias, gelu, *norm);
+      else if (g.c_type == DType::f32)
         launch_rows<T, float>(g, bias, gelu);
       else
         launch_rows<T, T>(g, bias, gelu);

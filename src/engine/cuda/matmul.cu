@@ -156,6 +156,13 @@ bool gemv_enabled() {
   return on;
 }
 
+// PARLEY_NORM_FOLD=0 keeps a decoder step's LayerNorms as launches of their own before the
+// GEMMs that read them (MatmulOptions::norm; to compare).
+bool norm_fold_enabled() {
+  static const bool on = env_switch_on("PARLEY_NORM_FOLD");
+  return on;
+}
+
 }  // namespace
 
 void scale_add_bias(void* c, DType c_type, int64_t rows, int64_t cols, float beta, ParamRef bias,
@@ -219,11 +226,11 @@ bool gemm_with_bias(GemmArgs g, Tensor& c, const MatmulOptions& opt) {
 
 }  // namespace
 
-// a [M, K] or [B, M, K]; b [K, N] / [N, K] (trans_b), or batched [B, K, N] / [B, N, K];
-// c [M, N] or [B, M, N]. A 2-D b folds a's batch into M (one GEMM); a 3-D b runs a
-// strided-batched GEMM (a 2-D a is then shared by every batch).
-void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
-  constexpr const char* kOp = "matmul";
+namespace {
+
+// The GemmArgs of matmul(a, b, c, opt): a 2-D b folds a's batch into M (one GEMM); a 3-D b
+// runs a strided-batched GEMM (a 2-D a is then shared by every batch).
+GemmArgs gemm_args(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
   GemmArgs g{};
   g.a = a.raw();
   g.b = b.raw();
@@ -242,12 +249,37 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
     g.stride_b = g.k * g.n;
     g.stride_c = g.m * g.n;
   }
-  if (g.batch * g.m == 0 || g.n == 0) return;
   g.alpha = opt.alpha;
   g.beta = opt.beta;
+  return g;
+}
+
+}  // namespace
+
+// a [M, K] or [B, M, K]; b [K, N] / [N, K] (trans_b), or batched [B, K, N] / [B, N, K];
+// c [M, N] or [B, M, N].
+void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+  constexpr const char* kOp = "matmul";
+  const GemmArgs g = gemm_args(a, b, c, opt);
+  if (g.batch * g.m == 0 || g.n == 0) return;
   if (g.k > 0 && gemv_enabled() && gemv(g, param_ref(opt.bias), opt.gelu, kOp)) return;
   const bool gelu_done = gemm_with_bias(g, c, opt);
   if (opt.gelu && !gelu_done) unary(UnaryOp::gelu, c, c);
+}
+
+bool matmul_norm_folded(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+  const NormInput& nm = *opt.norm;
+  const GemmArgs g = gemm_args(a, b, c, opt);
+  if (g.m == 0 || g.n == 0 || g.k == 0 || !gemv_enabled() || !norm_fold_enabled() ||
+      nm.gamma->dtype() != a.dtype())
+    return false;
+  GemvNorm fold;
+  fold.gamma = nm.gamma->raw();
+  fold.w_gamma = nm.w_gamma->data<float>();
+  fold.w_shift = nm.w_shift->data<float>();
+  fold.eps = nm.eps;
+  fold.inv_k = 1.0f / float(g.k);
+  return gemv(g, param_ref(opt.bias), opt.gelu, "matmul", &fold);
 }
 
 }  // namespace parley::cuda

@@ -2,9 +2,54 @@
 #include "engine/ops/matmul.h"
 
 #include "engine/ops/elementwise.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/op_checks.h"
 
 namespace parley {
+
+namespace {
+
+// opt.norm's tensors against a [M, K], b [N, K] (trans_b) and c.
+void check_norm(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& c,
+                const MatmulOptions& opt) {
+  using detail::arg_str;
+  using detail::require;
+  const NormInput& nm = *opt.norm;
+  require(nm.gamma && nm.shift && nm.w_gamma && nm.w_shift && nm.scratch, op,
+          [] { return std::string("norm needs gamma, shift, w_gamma, w_shift and scratch"); });
+  require(b.ndim() == 2 && opt.trans_b, op,
+          [&] { return arg_str("b", b) + ": norm needs a 2-D b [N, K] with trans_b"; });
+  detail::check_args(op, {{"a", &a},
+                          {"gamma", nm.gamma},
+                          {"shift", nm.shift},
+                          {"w_gamma", nm.w_gamma},
+                          {"w_shift", nm.w_shift},
+                          {"scratch", nm.scratch}});
+  const int64_t k = a.dim(-1), n = b.dim(0);
+  detail::check_param(op, "gamma", *nm.gamma, k, a.dtype());
+  detail::check_param(op, "shift", *nm.shift, k, a.dtype());
+  for (const auto& [name, t] : {std::pair{"w_gamma", nm.w_gamma}, std::pair{"w_shift", nm.w_shift}})
+    require(t->dtype() == DType::f32 && t->shape() == Shape{n}, op,
+            [&] { return arg_str(name, *t) + ": expected f32 [" + std::to_string(n) + "]"; });
+  require(nm.scratch->shape() == a.shape() && nm.scratch->dtype() == a.dtype(), op, [&] {
+    return arg_str("scratch", *nm.scratch) + ": expected a's shape and dtype, " + arg_str("a", a);
+  });
+  require(!detail::overlap(*nm.scratch, a) && !detail::overlap(*nm.scratch, c), op,
+          [] { return std::string("scratch must not share memory with a or c"); });
+}
+
+}  // namespace
+
+void fold_layer_norm(const Tensor& w, const Tensor& gamma, const Tensor& shift, Tensor& w_gamma,
+                     Tensor& w_shift) {
+  const int64_t n = w.dim(0), k = w.dim(-1);
+  MatmulOptions opt;
+  opt.trans_b = true;
+  Tensor wg = w_gamma.reshape({1, n}), ws = w_shift.reshape({1, n});
+  // gamma and shift as one-row a of w's dtype (a parameter may be f32).
+  matmul(gamma.reshape({1, k}).cast(w.dtype()), w, wg, opt);
+  matmul(shift.reshape({1, k}).cast(w.dtype()), w, ws, opt);
+}
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
   constexpr std::string_view op = "matmul";
@@ -45,6 +90,15 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   require(!opt.gelu || opt.beta == 0.0f, op, [&] {
     return std::string("gelu needs beta == 0, got beta = ") + std::to_string(opt.beta);
   });
+  if (opt.norm) {
+    check_norm(op, a, b, c, opt);
+    if (dev == Device::cuda && cuda::matmul_norm_folded(a, b, c, opt)) return;
+    layer_norm(a, *opt.norm->gamma, *opt.norm->shift, opt.norm->eps, *opt.norm->scratch);
+    MatmulOptions plain = opt;
+    plain.norm = nullptr;
+    matmul(*opt.norm->scratch, b, c, plain);
+    return;
+  }
   if (dev == Device::cuda) {
     cuda::matmul(a, b, c, opt);
   } else {
