@@ -28,9 +28,12 @@ void check_norm(std::string_view op, const Tensor& a, const Tensor& b, const Ten
   const int64_t k = a.dim(-1), n = b.dim(0);
   detail::check_param(op, "gamma", *nm.gamma, k, a.dtype());
   detail::check_param(op, "shift", *nm.shift, k, a.dtype());
-  for (const auto& [name, t] : {std::pair{"w_gamma", nm.w_gamma}, std::pair{"w_shift", nm.w_shift}})
-    require(t->dtype() == DType::f32 && t->shape() == Shape{n}, op,
-            [&] { return arg_str(name, *t) + ": expected f32 [" + std::to_string(n) + "]"; });
+  const auto check_folded = [&](const char* name, const Tensor& t) {
+    require(t.dtype() == DType::f32 && t.shape() == Shape{n}, op,
+            [&] { return arg_str(name, t) + ": expected f32 [" + std::to_string(n) + "]"; });
+  };
+  check_folded("w_gamma", *nm.w_gamma);
+  check_folded("w_shift", *nm.w_shift);
   require(nm.scratch->shape() == a.shape() && nm.scratch->dtype() == a.dtype(), op, [&] {
     return arg_str("scratch", *nm.scratch) + ": expected a's shape and dtype, " + arg_str("a", a);
   });
