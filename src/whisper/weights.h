@@ -41,8 +41,6 @@ struct EncoderLayerWeights {
   LayerNormWeights mlp_ln;
   LinearWeights fc1;  // [4d, d]
   LinearWeights fc2;  // [d, 4d]
-  // self_ln into self_qkv, cross_ln into cross_q, mlp_ln into fc1 (NormFoldWeights)
-  NormFoldWeights self_fold, cross_fold, mlp_fold;
 };
 
 struct DecoderLayerWeights {
