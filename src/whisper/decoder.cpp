@@ -64,10 +64,7 @@ void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
 void decoder_cross_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
                              const Tensor& cross_kv, int64_t layer, int n_head) {
   const int64_t t = x.dim(0), d = x.dim(1), n_audio = cross_kv.dim(0);
-  Tensor q = pool.alloc({t, d}, x.dtype());  // [T, d]
-  MatmulOptions proj;
-  proj.bias = &l.cross_q.bias;
-  normed_matmul(pool, x, l.cross_ln, l.cross_fold, l.cross_q.weight, q, proj);
+  const Tensor q = normed_linear(pool, x, l.cross_ln, l.cross_fold, l.cross_q);  // [T, d]
   const Tensor kv = cross_kv.reshape({1, n_audio, cross_kv.dim(1)});
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d]
   AttentionOptions opt;
@@ -91,10 +88,7 @@ struct RowsSelfCache {
 void rows_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
                          const RowsSelfCache& c, int n_head) {
   const int64_t b = x.dim(0), d = x.dim(1), n_ctx = c.rows.dim(1);
-  Tensor qkv = pool.alloc({b, 3 * d}, x.dtype());  // [B, 3d]
-  MatmulOptions proj;
-  proj.bias = &l.self_qkv.bias;
-  normed_matmul(pool, x, l.self_ln, l.self_fold, l.self_qkv.weight, qkv, proj);
+  const Tensor qkv = normed_linear(pool, x, l.self_ln, l.self_fold, l.self_qkv);  // [B, 3d]
   Tensor positions = c.rows.reshape({c.rows.dim(0) * n_ctx, 3 * d});
   scatter_rows(qkv, c.cache_rows, positions);
   Tensor attn = pool.alloc({b, 1, d}, x.dtype());  // [B, 1, d]

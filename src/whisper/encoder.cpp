@@ -63,6 +63,15 @@ void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
   matmul(x, weight, y, opt);
 }
 
+Tensor normed_linear(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                     const NormFoldWeights& fold, const LinearWeights& w) {
+  Tensor y = pool.alloc({x.dim(0), w.weight.dim(0)}, x.dtype());  // [T, out]
+  MatmulOptions opt;
+  opt.bias = &w.bias;
+  normed_matmul(pool, x, ln, fold, w.weight, y, opt);
+  return y;
+}
+
 void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
                const LinearWeights& fc2, const NormFoldWeights& fold) {
   Tensor hidden = pool.alloc({x.dim(0), fc1.weight.dim(0)}, x.dtype());  // [T, 4d]

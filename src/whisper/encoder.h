@@ -41,6 +41,9 @@ Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln);
 void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
                    const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
                    MatmulOptions opt = {});
+// layer_norm(x; ln) [T, in] -> [T, out] = ... @ w.weight^T + w.bias (normed_matmul).
+Tensor normed_linear(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                     const NormFoldWeights& fold, const LinearWeights& w);
 // x [T, d] += fc2(gelu(fc1(layer_norm(x)))); `fold`: mlp_ln folded into fc1 (normed_matmul).
 void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWeights& fc1,
                const LinearWeights& fc2, const NormFoldWeights& fold = {});

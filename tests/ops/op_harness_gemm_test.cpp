@@ -38,8 +38,10 @@ std::string describe(const MatmulCase& c) {
          (c.c_f32 ? " c f32" : "") + (c.gelu ? " gelu" : "");
 }
 
-// c0: c's values before the call (read when beta != 0).
-std::vector<double> ref_matmul(const MatmulCase& c, const std::vector<float>& a,
+// c0: c's values before the call (read when beta != 0). a may be double (the normalized
+// rows of MatmulNorm's reference).
+template <typename A>
+std::vector<double> ref_matmul(const MatmulCase& c, const std::vector<A>& a,
                                const std::vector<float>& b, const std::vector<float>& bias,
                                const std::vector<float>& c0) {
   const int64_t batches = std::max<int64_t>(c.batch, 1);
@@ -324,30 +326,27 @@ class MatmulNorm : public OpTest {
     opt.norm = &norm;
     matmul(da, dw, c, opt);
 
-    std::vector<double> want(size_t(nc.m * nc.n)), xn(size_t(nc.k));
+    std::vector<double> xn(size_t(nc.m * nc.k));  // layer_norm(a) in double
     for (int64_t i = 0; i < nc.m; ++i) {
+      const float* row = a.v.data() + i * nc.k;
       double mean = 0.0, var = 0.0;
-      for (int64_t p = 0; p < nc.k; ++p) mean += a.v[size_t(i * nc.k + p)];
+      for (int64_t p = 0; p < nc.k; ++p) mean += row[p];
       mean /= double(nc.k);
-      for (int64_t p = 0; p < nc.k; ++p) {
-        const double dv = a.v[size_t(i * nc.k + p)] - mean;
-        var += dv * dv;
-      }
+      for (int64_t p = 0; p < nc.k; ++p) var += (row[p] - mean) * (row[p] - mean);
       var /= double(nc.k);
       for (int64_t p = 0; p < nc.k; ++p)
-        xn[size_t(p)] =
-            (a.v[size_t(i * nc.k + p)] - mean) / std::sqrt(var + kEps) * gamma.v[size_t(p)] +
-            shift.v[size_t(p)];
-      for (int64_t j = 0; j < nc.n; ++j) {
-        double s = 0.0;
-        for (int64_t p = 0; p < nc.k; ++p) s += xn[size_t(p)] * w.v[size_t(j * nc.k + p)];
-        const size_t o = size_t(i * nc.n + j);
-        double r = double(nc.alpha) * s + (nc.bias ? bias.v[size_t(j)] : 0.0);
-        if (nc.beta != 0.0f) r += double(nc.beta) * c0.v[o];
-        if (nc.gelu) r = 0.5 * r * (1.0 + std::erf(r / std::sqrt(2.0)));
-        want[o] = r;
-      }
+        xn[size_t(i * nc.k + p)] =
+            (row[p] - mean) / std::sqrt(var + kEps) * gamma.v[size_t(p)] + shift.v[size_t(p)];
     }
+    const MatmulCase mc{.m = nc.m,
+                        .n = nc.n,
+                        .k = nc.k,
+                        .trans_b = true,
+                        .alpha = nc.alpha,
+                        .beta = nc.beta,
+                        .bias = nc.bias,
+                        .gelu = nc.gelu};
+    const std::vector<double> want = ref_matmul(mc, xn, w.v, bias.v, c0.v);
     // The normalized rows reach about 2.5 (gamma up to 1.5); where they are rounded to the
     // dtype (not folded) each term carries that rounding. In f32 the norm's own rounding
     // shows too: a - mean loses |mean| / spread of a's relative precision (offset 12 against

@@ -61,6 +61,7 @@
 // decoder step's GEMMs are ~2-13 MB each, a few microseconds of streaming, so the launch gap
 // and the first DRAM round trip were a large part of every one (bench/RESULTS.md).
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/mma.cuh"
@@ -388,8 +389,8 @@ bool evict_first() {
 
 // A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
 // of the kernel before.
-template <typename T, typename TC, int M, bool Fold = false>
-void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm = {}) {
+template <typename T, typename TC, int M, bool Fold>
+void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
   constexpr bool kMma = M >= kMmaMinRows;
   static_assert(!(kMma && Fold), "the norm folds into the FMA kernel only");
   const int kvecs = int(g.k / kVec);
@@ -411,26 +412,26 @@ void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm = 
   }
 }
 
-template <typename T, typename TC>
-void launch_rows(const GemmArgs& g, ParamRef bias, bool gelu) {
+// launch<T, TC, M, Fold> for M = g.m (1..8). The norm folds into the FMA kernel only: gemv
+// refuses a norm from kMmaMinRows rows on, so those instantiations are never reached.
+template <typename T, typename TC, bool Fold>
+void launch_rows(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
+  const auto rows = [&](auto m) {
+    constexpr int M = decltype(m)::value;
+    if constexpr (Fold && M >= kMmaMinRows)
+      throw Error(ErrorKind::internal, "[matmul] a folded norm with 4 or more rows");
+    else
+      launch<T, TC, M, Fold>(g, bias, gelu, norm);
+  };
   switch (g.m) {
-    case 1: return launch<T, TC, 1>(g, bias, gelu);
-    case 2: return launch<T, TC, 2>(g, bias, gelu);
-    case 3: return launch<T, TC, 3>(g, bias, gelu);
-    case 4: return launch<T, TC, 4>(g, bias, gelu);
-    case 5: return launch<T, TC, 5>(g, bias, gelu);
-    case 6: return launch<T, TC, 6>(g, bias, gelu);
-    case 7: return launch<T, TC, 7>(g, bias, gelu);
-    default: return launch<T, TC, 8>(g, bias, gelu);
-  }
-}
-
-template <typename T, typename TC>
-void launch_folded(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
-  switch (g.m) {
-    case 1: return launch<T, TC, 1, true>(g, bias, gelu, norm);
-    case 2: return launch<T, TC, 2, true>(g, bias, gelu, norm);
-    default: return launch<T, TC, 3, true>(g, bias, gelu, norm);
+    case 1: return rows(std::integral_constant<int, 1>{});
+    case 2: return rows(std::integral_constant<int, 2>{});
+    case 3: return rows(std::integral_constant<int, 3>{});
+    case 4: return rows(std::integral_constant<int, 4>{});
+    case 5: return rows(std::integral_constant<int, 5>{});
+    case 6: return rows(std::integral_constant<int, 6>{});
+    case 7: return rows(std::integral_constant<int, 7>{});
+    default: return rows(std::integral_constant<int, 8>{});
   }
 }
 
@@ -450,14 +451,17 @@ bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op, const Gem
   dispatch_device_float(g.ab_type, op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
-      if (norm && g.c_type == DType::f32)
-        launch_folded<T, float>(g, bias, gelu, *norm);
-      else if (norm)
-        launch_folded<T, T>(g, bias, gelu, *norm);
-      else if (g.c_type == DType::f32)
-        launch_rows<T, float>(g, bias, gelu);
+      const auto to = [&](auto c_tag) {
+        using TC = decltype(c_tag);
+        if (norm)
+          launch_rows<T, TC, true>(g, bias, gelu, *norm);
+        else
+          launch_rows<T, TC, false>(g, bias, gelu, GemvNorm{});
+      };
+      if (g.c_type == DType::f32)
+        to(float{});
       else
-        launch_rows<T, T>(g, bias, gelu);
+        to(T{});
     }
   });
   return true;

@@ -269,10 +269,8 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
 
 bool matmul_norm_folded(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
   const NormInput& nm = *opt.norm;
-  const GemmArgs g = gemm_args(a, b, c, opt);
-  if (g.m == 0 || g.n == 0 || g.k == 0 || !gemv_enabled() || !norm_fold_enabled() ||
-      nm.gamma->dtype() != a.dtype())
-    return false;
+  if (!gemv_enabled() || !norm_fold_enabled() || nm.gamma->dtype() != a.dtype()) return false;
+  const GemmArgs g = gemm_args(a, b, c, opt);  // gemv refuses what it does not take
   GemvNorm fold;
   fold.gamma = nm.gamma->raw();
   fold.w_gamma = nm.w_gamma->data<float>();
