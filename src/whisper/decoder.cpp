@@ -112,6 +112,15 @@ std::vector<Tensor> top_k_choices(Pool& pool, const Tensor& logits, const Tensor
   return {ids, lp};
 }
 
+// top_k_choices with k = 1 of one row's final hidden state x [1, d]: the vocabulary product
+// and the choice in one op (final_logits_top1).
+std::vector<Tensor> top_1_choice(Pool& pool, const Tensor& x, const WhisperWeights& w,
+                                 int64_t n_vocab, const Tensor& mask, const Tensor& rules) {
+  Tensor lp = pool.alloc({1, 1}, DType::f32), ids = pool.alloc({1, 1}, DType::i32);
+  final_logits_top1(pool, x, w, n_vocab, mask, rules, lp, ids);
+  return {ids, lp};
+}
+
 }  // namespace
 }  // namespace whisper
 
@@ -263,6 +272,13 @@ Tensor WhisperSession::decode_rows(std::span<const int32_t> tokens) {
 
 Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
                                    const Tensor* row_ids, int64_t n_out) {
+  const WhisperConfig& c = model_->config();
+  return whisper::final_logits(pool_, step_hidden(ids, t, offset, row_ids, n_out),
+                               model_->weights(), c.n_vocab);
+}
+
+Tensor WhisperSession::step_hidden(const Tensor& ids, int64_t t, int64_t offset,
+                                   const Tensor* row_ids, int64_t n_out) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
@@ -281,7 +297,7 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
     embedding(x, *row_ids, picked);  // a row gather (LayerNorm is per row: gather first)
     x = picked;
   }
-  return final_logits(pool_, x, w, c.n_vocab);
+  return x;
 }
 
 void WhisperSession::begin_pass(std::span<const int32_t> tokens, std::span<const int64_t> rows,
@@ -403,7 +419,10 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
     const Tensor ids = input.slice0(0, 1);
     const Tensor rule_rows = input.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
     auto forward = [&] {
-      return top_k_choices(pool_, step_logits(ids, 1, offset, nullptr, 1), mask, rule_rows, k);
+      const Tensor x = step_hidden(ids, 1, offset, nullptr, 1);
+      const WhisperWeights& w = model_->weights();
+      if (k == 1) return top_1_choice(pool_, x, w, c.n_vocab, mask, rule_rows);
+      return top_k_choices(pool_, final_logits(pool_, x, w, c.n_vocab), mask, rule_rows, k);
     };
     out = graphed ? graphs_->step(int(offset), DecodeGraphs::Kind::choice, forward) : forward();
     n_cached_ = int(offset + 1);

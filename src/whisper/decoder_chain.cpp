@@ -120,22 +120,53 @@ std::span<const float> WhisperSession::chain_initial_logits() {
   return chain_->history.initial();
 }
 
+namespace {
+
+// The views of a chained choice at one offset: its rule row and state in io, its outputs in
+// the history and in io's other row.
+struct ChainChoice {
+  Tensor rule_in, state_in;   // io row offset % 2
+  Tensor id, logprob;         // the history's row
+  Tensor token, rule, state;  // io row (offset + 1) % 2
+};
+
+template <typename Choose>
+void chain_choice(Tensor& io, whisper::ChainHistory& history, Device dev, int64_t offset,
+                  const TimestampRuleParams& grammar, Choose choose) {
+  int32_t* row = history.row(offset).data<int32_t>();
+  const Tensor in = io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
+  const Tensor out = io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
+  ChainChoice c;
+  c.rule_in = in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
+  c.state_in = in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
+  c.id = Tensor::view(row, {1, 1}, DType::i32, dev, nullptr);
+  c.logprob = Tensor::view(row + 1, {1, 1}, DType::f32, dev, nullptr);
+  c.token = out.slice0(0, 1);
+  c.rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
+  c.state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
+  // The choice and the next step's input in one launch (the choice's advance).
+  const TimestampRuleAdvance advance{&c.state_in, &c.state, &c.token, &c.rule, grammar};
+  choose(c, advance);
+}
+
+}  // namespace
+
 void WhisperSession::chain_choose(const Tensor& logits, int64_t offset) {
   Chain& ch = *chain_;
-  const Device dev = model_->device();
-  int32_t* history = ch.history.row(offset).data<int32_t>();
-  const Tensor in = ch.io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
-  const Tensor out = ch.io.slice0((offset + 1) % 2, (offset + 1) % 2 + 1).reshape({kIoWidth});
-  Tensor id = Tensor::view(history, {1, 1}, DType::i32, dev, nullptr);
-  Tensor logprob = Tensor::view(history + 1, {1, 1}, DType::f32, dev, nullptr);
-  Tensor token = out.slice0(0, 1);
-  Tensor rule = out.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
-  Tensor state = out.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
-  const Tensor state_in = in.slice0(1 + kRuleWidth, kIoWidth).reshape({1, kTimestampRuleState});
-  // The choice and the next step's input in one launch (masked_topk's advance).
-  const TimestampRuleAdvance advance{&state_in, &state, &token, &rule, ch.grammar};
-  masked_topk(logits, ch.mask, in.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth}), 1, logprob,
-              id, &advance);
+  chain_choice(ch.io, ch.history, model_->device(), offset, ch.grammar,
+               [&](ChainChoice& c, const TimestampRuleAdvance& advance) {
+                 masked_topk(logits, ch.mask, c.rule_in, 1, c.logprob, c.id, &advance);
+               });
+}
+
+void WhisperSession::chain_step_choose(const Tensor& x, int64_t offset) {
+  Chain& ch = *chain_;
+  const WhisperConfig& c = model_->config();
+  chain_choice(ch.io, ch.history, model_->device(), offset, ch.grammar,
+               [&](ChainChoice& cc, const TimestampRuleAdvance& advance) {
+                 whisper::final_logits_top1(pool_, x, model_->weights(), c.n_vocab, *ch.mask,
+                                            cc.rule_in, cc.logprob, cc.id, &advance);
+               });
 }
 
 void WhisperSession::chain_launch() {
@@ -149,7 +180,7 @@ void WhisperSession::chain_launch() {
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   auto forward = [&]() -> std::vector<Tensor> {
     const Tensor in = chain_->io.slice0(offset % 2, offset % 2 + 1).reshape({kIoWidth});
-    chain_choose(step_logits(in.slice0(0, 1), 1, offset, nullptr, 1), offset);
+    chain_step_choose(step_hidden(in.slice0(0, 1), 1, offset, nullptr, 1), offset);
     return {};
   };
   if (graphs_)

@@ -17,6 +17,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/transpose.h"
 #include "whisper/model.h"
@@ -49,18 +50,31 @@ Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln) {
   return y;
 }
 
-void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
-                   const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
-                   MatmulOptions opt) {
+namespace {
+
+// gemm(a, opt) of a GEMM against a weight that reads layer_norm(x; ln), with opt.trans_b
+// set: a = x with opt.norm where `fold` holds the norm's folded vectors, else a = the norm.
+template <typename Gemm>
+void with_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln, const NormFoldWeights& fold,
+               MatmulOptions opt, Gemm gemm) {
   opt.trans_b = true;
   if (!fold.w_gamma.defined()) {
-    matmul(layer_norm(pool, x, ln), weight, y, opt);
+    gemm(layer_norm(pool, x, ln), opt);
     return;
   }
   Tensor scratch = pool.alloc(x.shape(), x.dtype());  // the norm, where the GEMM cannot fold it
   const NormInput norm{&ln.gamma, &ln.beta, kLayerNormEps, &fold.w_gamma, &fold.w_shift, &scratch};
   opt.norm = &norm;
-  matmul(x, weight, y, opt);
+  gemm(x, opt);
+}
+
+}  // namespace
+
+void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                   const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
+                   MatmulOptions opt) {
+  with_norm(pool, x, ln, fold, opt,
+            [&](const Tensor& a, const MatmulOptions& o) { matmul(a, weight, y, o); });
 }
 
 Tensor normed_linear(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
@@ -100,6 +114,17 @@ Tensor merge_heads(Pool& pool, const Tensor& x) {
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
   Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
   normed_matmul(pool, x, w.decoder_ln, w.decoder_fold, w.token_embedding, logits);
+  return logits;
+}
+
+Tensor final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,
+                         const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
+                         const TimestampRuleAdvance* advance) {
+  Tensor logits = pool.alloc({1, n_vocab}, DType::f32);
+  with_norm(
+      pool, x, w.decoder_ln, w.decoder_fold, {}, [&](const Tensor& a, const MatmulOptions& o) {
+        matmul_masked_top1(a, w.token_embedding, logits, o, &mask, rules, logprobs, ids, advance);
+      });
   return logits;
 }
 

@@ -264,6 +264,10 @@ class WhisperSession {
   // only (a graph may capture it).
   Tensor step_logits(const Tensor& ids, int64_t t, int64_t offset, const Tensor* row_ids,
                      int64_t n_out);
+  // step_logits before the final LayerNorm and the vocabulary product: the decoder's hidden
+  // states [n_out, d] of those positions, in the model's dtype.
+  Tensor step_hidden(const Tensor& ids, int64_t t, int64_t offset, const Tensor* row_ids,
+                     int64_t n_out);
   // A step of the rows (decode_rows; decode_choose while rows are in use): checks, the
   // inputs in one upload, the forward pass (a graph replay on CUDA), n_cached() + 1.
   // k = 0: {f32 logits [rows, n_vocab]}; else {ids i32, logprobs f32} [rows, k] of
@@ -292,6 +296,9 @@ class WhisperSession {
   // under io row offset % 2's rule into the history, then advance_timestamp_rule into io row
   // (offset + 1) % 2. Device work only (a graph may capture it).
   void chain_choose(const Tensor& logits, int64_t offset);
+  // chain_choose from a step's final hidden state x [1, d] (step_hidden): the vocabulary
+  // product and the choice in one op (whisper::final_logits_top1).
+  void chain_step_choose(const Tensor& x, int64_t offset);
   // The checks of a device choice's arguments (decode_choose, decode_initial_choose): k in
   // [1, min(kMaskedTopKMax, n_vocab)], kRuleWidth rule values per row. `what` names the caller.
   void check_choice(int k, size_t rules, int64_t rows, const std::string& what) const;

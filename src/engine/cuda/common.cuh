@@ -321,6 +321,8 @@ struct GemmArgs {
 };
 void gemm(const GemmArgs& g, const char* op);
 
+struct GemvChoice;  // choice.cuh
+
 // The LayerNorm folded into gemv (MatmulOptions::norm): gamma [K] of a's dtype, 16-byte
 // aligned; w_gamma, w_shift f32 [N]; inv_k = 1 / K.
 struct GemvNorm {
@@ -335,8 +337,10 @@ struct GemvNorm {
 // beta * c, then exact GELU when `gelu` (only with beta == 0); with `norm`, a's rows
 // LayerNormed first (folded, 1-3 rows only). Returns false, launching nothing, when g is not
 // a shape it takes.
+// With `choice` (choice.cuh: one row into f32 c only), the same launch also makes masked_topk's
+// k = 1 choice of c's row, and a one-block merge follows it.
 bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op,
-          const GemvNorm* norm = nullptr);
+          const GemvNorm* norm = nullptr, const GemvChoice* choice = nullptr);
 
 // c[r, j] = beta * c[r, j] + bias[r % channels if per_row else j] for a rows x cols matrix
 // of c_type (beta == 0 ignores c's old contents, NaN included; bias may be absent).

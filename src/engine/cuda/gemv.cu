@@ -63,9 +63,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "engine/cuda/choice.cuh"
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/mma.cuh"
 #include "engine/env.h"
+#include "engine/ops/reduce.h"
 
 namespace parley::cuda {
 
@@ -124,21 +126,82 @@ __device__ __forceinline__ void load_old(OutputIn& o, const TC* c, int64_t n, in
   o.old = beta != 0.0f && col < n ? dev_to_f32(c[int64_t(m) * n + col]) : 0.0f;
 }
 
-// Output (m, col) of the sum s: alpha, bias, GELU and beta * c, rounded into c.
+// Output (m, col) of the sum s: alpha, bias, GELU and beta * c, rounded into c; returns
+// the value before the rounding.
 template <typename TC>
-__device__ __forceinline__ void write_output(float s, TC* c, int64_t n, int m, int64_t col,
-                                             float alpha, float beta, const OutputIn& in,
-                                             bool gelu) {
+__device__ __forceinline__ float write_output(float s, TC* c, int64_t n, int m, int64_t col,
+                                              float alpha, float beta, const OutputIn& in,
+                                              bool gelu) {
   float r = alpha * s + in.bias;
   if (gelu) r = gelu_erf(r);  // the caller guarantees beta == 0
   if (beta != 0.0f) r += beta * in.old;
   c[int64_t(m) * n + col] = dev_from_f32<TC>(r);
+  return r;
 }
 
 // The folded norm's per-column inputs (the header), read ahead like the bias.
 struct FoldIn {
   float w_gamma, w_shift;
 };
+
+// The token choice's device arguments (gemv with a GemvChoice, choice.cuh; Choose kernels):
+// the mask (or null) and rule row of GemvChoice, and where this launch's blocks, the choice's
+// segments, put their partials.
+struct ChoiceArgs {
+  const int8_t* mask = nullptr;
+  const int32_t* rules = nullptr;
+  int width = 0;
+  ChoicePartials out;
+};
+
+// A 4-byte copy from global to shared memory that does not hold a register meanwhile
+// (cp.async); copy_async_wait() in the issuing thread makes it visible to that thread.
+__device__ __forceinline__ void copy_async4(void* smem, const void* gmem) {
+  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// Warp 0 of a Choose block (every lane calls it): the block's outputs as one segment of the
+// row's choice (choice.cuh). Lanes with `live` hold output `col` of value r; x' is -inf where
+// the mask or a range of the rule row drops it. The best candidate of each side of the split
+// by the ranking's butterfly, the sums of exp(x' - max) by a second one; lane 0 writes them.
+__device__ __forceinline__ void choose_segment(bool live, int64_t col, float r, bool masked,
+                                               const int32_t* rule, int32_t v,
+                                               const ChoiceArgs& ch) {
+  constexpr float kNegInf = -INFINITY;
+  const int32_t g = int32_t(col), split = split_of(rule, v);
+  const int n_ranges = (ch.width - 1) / 2;
+  bool off = masked;
+  for (int q = 0; q < n_ranges && !off; ++q) off = g >= rule[1 + 2 * q] && g < rule[2 + 2 * q];
+  const float x = off ? kNegInf : r;
+  const bool head = g < split;
+  Cand hc{0.0f, -1}, tc{0.0f, -1};
+  if (live) (head ? hc : tc) = Cand{x, g};
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    hc = first_of(hc, Cand{__shfl_xor_sync(0xffffffffu, hc.v, offset),
+                           __shfl_xor_sync(0xffffffffu, hc.i, offset)});
+    tc = first_of(tc, Cand{__shfl_xor_sync(0xffffffffu, tc.v, offset),
+                           __shfl_xor_sync(0xffffffffu, tc.i, offset)});
+  }
+  // The first candidate is the maximum (MaxOp's, NaN included) where a side has one.
+  const float hm = hc.i >= 0 ? hc.v : kNegInf, tm = tc.i >= 0 ? tc.v : kNegInf;
+  const bool finite = live && x != kNegInf;
+  float hs = finite && head ? expf(x - hm) : 0.0f, ts = finite && !head ? expf(x - tm) : 0.0f;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    hs += __shfl_xor_sync(0xffffffffu, hs, offset);
+    ts += __shfl_xor_sync(0xffffffffu, ts, offset);
+  }
+  if ((threadIdx.x & 31) != 0) return;
+  const int64_t s = blockIdx.x;
+  ch.out.stats[s] = LseStats{hm, hs, tm, ts};
+  ch.out.cand_v[2 * s] = hc.v;
+  ch.out.cand_i[2 * s] = hc.i;
+  ch.out.cand_v[2 * s + 1] = tc.v;
+  ch.out.cand_i[2 * s + 1] = tc.i;
+}
 
 template <typename T>
 __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
@@ -152,13 +215,21 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
 // partial sums of columns group (w % groups) over K slice (w / groups), and the slices'
 // partials meet in shared memory. Splitting K gives a short row (N = 1280 outputs of K =
 // 5120) enough warps in flight to stream its weights at full bandwidth.
-template <typename T, typename TC, int M, bool Fold>
+//
+// Choose (one row into f32 c): the block's outputs are also a segment of the row's token
+// choice (gemv with a GemvChoice): warp 0, which holds every writer (at most 16), ranks and
+// sums them under the mask (bytes read before the wait: no kernel writes them) and the rule
+// row (copied to shared memory right after the wait, while the weights stream) and writes
+// the segment's partials; masked_top1_merge's block merges them after this launch.
+template <typename T, typename TC, int M, bool Fold, bool Choose>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
                 int parts, float alpha, float beta, ParamRef bias, bool gelu, bool evict_first,
-                GemvNorm norm) {
+                GemvNorm norm, ChoiceArgs choice) {
+  static_assert(!Choose || (M == 1 && std::is_same_v<TC, float>), "a choice of one f32 row");
   __shared__ float partial[kWarps][M][kCols];
   __shared__ float stats[Fold ? kWarps : 1][M][2];  // the K slice's sum of a and of a^2
+  __shared__ int32_t rule[Choose ? 1 + 2 * kMaskedTopKMaxRanges : 1];
   const uint64_t policy = stream_policy(evict_first);
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int groups = kWarps / parts;
@@ -172,6 +243,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
   FoldIn fold{0.0f, 0.0f};
   if (writer) load_bias(in, bias, out_col, n);
   if (Fold && writer && out_col < n) fold = {norm.w_gamma[out_col], norm.w_shift[out_col]};
+  const bool masked = Choose && writer && out_col < n && choice.mask && choice.mask[out_col];
   const int64_t col0 = (int64_t(blockIdx.x) * groups + group) * kCols;
   const int per_part = (kvecs + parts - 1) / parts;
   const int v_begin = part * per_part;
@@ -213,6 +285,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
   wait_for_inputs();
   allow_dependents();
   if (writer) load_old(in, c, n, om, out_col, beta);
+  if (Choose && t < choice.width) copy_async4(&rule[t], choice.rules + t);
   for (int base = first; base < v_end; base += 32 * kU) {
     if (base != first) load_w(base);
 #pragma unroll
@@ -259,22 +332,28 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
       }
     }
   }
+  if constexpr (Choose) copy_async_wait();  // the rule row, before the barrier publishes it
   __syncthreads();
   // The parts' sum in order.
-  if (!writer || out_col >= n) return;
-  float s = 0.0f;
-  for (int p = 0; p < parts; ++p) s += partial[p * groups + og][om][oj];
-  if constexpr (Fold) {
-    float s1 = 0.0f, s2 = 0.0f;  // every warp of a part summed the same slice of the row
-    for (int p = 0; p < parts; ++p) {
-      s1 += stats[p * groups + og][om][0];
-      s2 += stats[p * groups + og][om][1];
+  const bool live = writer && out_col < n;
+  if (Choose ? warp != 0 : !live) return;
+  float r = 0.0f;
+  if (live) {
+    float s = 0.0f;
+    for (int p = 0; p < parts; ++p) s += partial[p * groups + og][om][oj];
+    if constexpr (Fold) {
+      float s1 = 0.0f, s2 = 0.0f;  // every warp of a part summed the same slice of the row
+      for (int p = 0; p < parts; ++p) {
+        s1 += stats[p * groups + og][om][0];
+        s2 += stats[p * groups + og][om][1];
+      }
+      const float mean = s1 * norm.inv_k;
+      const float var = fmaxf(fmaf(s2, norm.inv_k, -mean * mean), 0.0f);
+      s = rsqrtf(var + norm.eps) * fmaf(-mean, fold.w_gamma, s) + fold.w_shift;
     }
-    const float mean = s1 * norm.inv_k;
-    const float var = fmaxf(fmaf(s2, norm.inv_k, -mean * mean), 0.0f);
-    s = rsqrtf(var + norm.eps) * fmaf(-mean, fold.w_gamma, s) + fold.w_shift;
+    r = write_output(s, c, n, om, out_col, alpha, beta, in, gelu);
   }
-  write_output(s, c, n, om, out_col, alpha, beta, in, gelu);
+  if constexpr (Choose) choose_segment(live, out_col, r, masked, rule, int32_t(n), choice);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
 
@@ -387,12 +466,14 @@ bool evict_first() {
   return on;
 }
 
-// A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
-// of the kernel before.
-template <typename T, typename TC, int M, bool Fold>
-void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
+// The grid of a launch: K slices per block and blocks.
+struct Grid {
+  int parts;
+  unsigned blocks;
+};
+template <int M>
+Grid grid_of(const GemmArgs& g) {
   constexpr bool kMma = M >= kMmaMinRows;
-  static_assert(!(kMma && Fold), "the norm folds into the FMA kernel only");
   const int kvecs = int(g.k / kVec);
   const int cols = kMma ? kMmaCols : kCols;
   const int parts = kMma ? parts_for(g.n, kMmaCols, kMmaUnroll,
@@ -400,15 +481,27 @@ void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm) {
                          : parts_for(g.n, kCols, unroll_of(M),
                                      [&](int p) { return ((kvecs + p - 1) / p + 31) / 32; });
   const int64_t cols_per_block = int64_t(kWarps / parts) * cols;
-  const unsigned blocks = unsigned((g.n + cols_per_block - 1) / cols_per_block);
+  return {parts, unsigned((g.n + cols_per_block - 1) / cols_per_block)};
+}
+
+// A programmatic dependent launch (common.cuh): the weights' first loads overlap the tail
+// of the kernel before.
+template <typename T, typename TC, int M, bool Fold, bool Choose = false>
+void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm,
+            const ChoiceArgs& choice = {}) {
+  constexpr bool kMma = M >= kMmaMinRows;
+  static_assert(!(kMma && Fold), "the norm folds into the FMA kernel only");
+  const int kvecs = int(g.k / kVec);
+  const Grid grid = grid_of<M>(g);
   if constexpr (kMma) {
-    launch_dependent(gemv_mma_kernel<T, TC, M>, dim3(blocks), dim3(kWarps * 32), 0,
+    launch_dependent(gemv_mma_kernel<T, TC, M>, dim3(grid.blocks), dim3(kWarps * 32), 0,
                      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
-                     g.n, kvecs, parts, g.alpha, g.beta, bias, gelu, evict_first());
+                     g.n, kvecs, grid.parts, g.alpha, g.beta, bias, gelu, evict_first());
   } else {
-    launch_dependent(gemv_kernel<T, TC, M, Fold>, dim3(blocks), dim3(kWarps * 32), 0,
+    launch_dependent(gemv_kernel<T, TC, M, Fold, Choose>, dim3(grid.blocks), dim3(kWarps * 32), 0,
                      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
-                     g.n, kvecs, parts, g.alpha, g.beta, bias, gelu, evict_first(), norm);
+                     g.n, kvecs, grid.parts, g.alpha, g.beta, bias, gelu, evict_first(), norm,
+                     choice);
   }
 }
 
@@ -435,22 +528,47 @@ void launch_rows(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& no
   }
 }
 
+// One row into f32 c with its token choice: the GEMM, whose blocks are the choice's segments,
+// then the merge, with the segments' partials in the scratch buffer held across both.
+template <typename T, bool Fold>
+void launch_choice(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm,
+                   const GemvChoice& choice) {
+  const unsigned segments = grid_of<1>(g).blocks;
+  Scratch scratch(choice_partials_bytes(segments));
+  ChoiceArgs args;
+  args.mask = choice.mask;
+  args.rules = choice.rules;
+  args.width = choice.width;
+  args.out = choice_partials(scratch.data(), segments);
+  launch<T, float, 1, Fold, true>(g, bias, gelu, norm, args);
+  masked_top1_merge(segments, int32_t(g.n), choice, args.out);
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op, const GemvNorm* norm) {
+bool gemv(const GemmArgs& g, ParamRef bias, bool gelu, const char* op, const GemvNorm* norm,
+          const GemvChoice* choice) {
   const bool half = g.ab_type == DType::f16 || g.ab_type == DType::bf16;
   if (!half || g.batch != 1 || !g.trans_b || g.m < 1 || g.m > kMaxRows || g.k <= 0 ||
       g.k % kVec != 0 || g.k / kVec > INT32_MAX || !aligned16(g.a) || !aligned16(g.b) ||
       (g.c_type != DType::f32 && g.c_type != g.ab_type) || (gelu && g.beta != 0.0f))
     return false;
   if (norm && (g.m >= kMmaMinRows || !aligned16(norm->gamma))) return false;
+  if (choice && (g.m != 1 || g.c_type != DType::f32 || g.n > INT32_MAX)) return false;
   const int64_t blocks = (g.n + kCols - 1) / kCols;  // at most: one column group a block
   if (g.n <= 0 || blocks > INT32_MAX) return false;
   dispatch_device_float(g.ab_type, op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
+      if (choice) {
+        if (norm)
+          launch_choice<T, true>(g, bias, gelu, *norm, *choice);
+        else
+          launch_choice<T, false>(g, bias, gelu, GemvNorm{}, *choice);
+        return;
+      }
       const auto to = [&](auto c_tag) {
         using TC = decltype(c_tag);
         if (norm)

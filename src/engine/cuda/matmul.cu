@@ -24,10 +24,12 @@
 #include <string>
 #include <tuple>
 
+#include "engine/cuda/choice.cuh"
 #include "engine/cuda/common.cuh"
 #include "engine/env.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/reduce.h"
 
 namespace parley::cuda {
 
@@ -267,17 +269,53 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   if (opt.gelu && !gelu_done) unary(UnaryOp::gelu, c, c);
 }
 
-bool matmul_norm_folded(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+namespace {
+
+// opt.norm as gemv folds it; false where it cannot (PARLEY_NORM_FOLD=0, or gamma of another
+// dtype than a's).
+bool gemv_norm(const Tensor& a, const MatmulOptions& opt, GemvNorm& fold) {
   const NormInput& nm = *opt.norm;
-  if (!gemv_enabled() || !norm_fold_enabled() || nm.gamma->dtype() != a.dtype()) return false;
-  const GemmArgs g = gemm_args(a, b, c, opt);  // gemv refuses what it does not take
-  GemvNorm fold;
+  if (!norm_fold_enabled() || nm.gamma->dtype() != a.dtype()) return false;
   fold.gamma = nm.gamma->raw();
   fold.w_gamma = nm.w_gamma->data<float>();
   fold.w_shift = nm.w_shift->data<float>();
   fold.eps = nm.eps;
-  fold.inv_k = 1.0f / float(g.k);
+  fold.inv_k = 1.0f / float(a.dim(-1));
+  return true;
+}
+
+// PARLEY_FUSED_CHOICE=0 makes matmul_masked_top1's choice a masked_topk launch after the
+// GEMM (to compare).
+bool fused_choice_enabled() {
+  static const bool on = env_switch_on("PARLEY_FUSED_CHOICE");
+  return on;
+}
+
+}  // namespace
+
+bool matmul_norm_folded(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+  GemvNorm fold;
+  if (!gemv_enabled() || !gemv_norm(a, opt, fold)) return false;
+  const GemmArgs g = gemm_args(a, b, c, opt);  // gemv refuses what it does not take
   return gemv(g, param_ref(opt.bias), opt.gelu, "matmul", &fold);
+}
+
+bool matmul_masked_top1(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt,
+                        const Tensor* mask, const Tensor& rules, Tensor& logprobs, Tensor& indices,
+                        const TimestampRuleAdvance* advance) {
+  if (!gemv_enabled() || !fused_choice_enabled()) return false;
+  GemvNorm fold;
+  if (opt.norm && !gemv_norm(a, opt, fold)) return false;
+  const GemmArgs g = gemm_args(a, b, c, opt);  // gemv refuses what it does not take
+  GemvChoice choice;
+  choice.mask = mask ? mask->data<int8_t>() : nullptr;
+  choice.rules = rules.data<int32_t>();
+  choice.width = int(rules.dim(1));
+  choice.logprobs = logprobs.data<float>();
+  choice.indices = indices.data<int32_t>();
+  choice.advance = advance;
+  return gemv(g, param_ref(opt.bias), opt.gelu, "matmul_masked_top1", opt.norm ? &fold : nullptr,
+              &choice);
 }
 
 }  // namespace parley::cuda

@@ -11,6 +11,7 @@
 #include <climits>
 #include <string>
 
+#include "engine/cuda/choice.cuh"
 #include "engine/cuda/common.cuh"
 #include "engine/env.h"
 #include "engine/ops/reduce.h"
@@ -24,21 +25,6 @@ constexpr int kMaxTopK = 1024;
 constexpr int kReduceThreads = 512;
 constexpr int kSegmentThreads = 256;
 constexpr int32_t kSegment = 4096;  // elements per stage-1 block: 16 KiB of f32 in shared memory
-
-struct Cand {
-  float v;
-  int32_t i;  // -1: no candidate (ranks after everything)
-};
-
-__device__ __forceinline__ bool ranks_before(Cand a, Cand b) {
-  if (a.i < 0) return false;
-  if (b.i < 0) return true;
-  const bool na = isnan(a.v), nb = isnan(b.v);
-  if (na || nb) return na && (!nb || a.i < b.i);
-  return a.v > b.v || (a.v == b.v && a.i < b.i);
-}
-
-__device__ __forceinline__ Cand first_of(Cand a, Cand b) { return ranks_before(b, a) ? b : a; }
 
 // The first candidate of the block, returned to every thread.
 __device__ Cand block_first(Cand c) {
@@ -169,10 +155,6 @@ struct RuleAdvance {
   int32_t* rules = nullptr;
   int width = 0;
   TimestampRuleParams params;
-};
-
-struct LseStats {
-  float head_max, head_sum, tail_max, tail_sum;
 };
 
 // v[0..N) each reduced over the block by op, all at once (one pair of barriers), to every
@@ -332,10 +314,6 @@ __device__ __forceinline__ void emit_by_rank(const float* list_v, const int32_t*
   if (rank < k) emit(rank, me);
 }
 
-__device__ __forceinline__ int32_t split_of(const int32_t* rule, int32_t v) {
-  return rule[0] > 0 ? (rule[0] < v ? rule[0] : v) : 0;
-}
-
 // A sum of exp(x - m) rescaled to the max `to` (0 when it holds no value).
 __device__ __forceinline__ float rescaled(float m, float s, float to) {
   return m == -INFINITY ? 0.0f : s * expf(m - to);
@@ -343,7 +321,8 @@ __device__ __forceinline__ float rescaled(float m, float s, float to) {
 
 // The merge of row `row` by the row's last segment block (every thread calls it). stats and
 // candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
-// kMaskedSegment floats and ints of shared memory, free by now.
+// kMaskedSegment floats and ints of shared memory, free by now (null: the candidates are read
+// from L2 in each round, as past kMaskedSegment candidates).
 // With adv.state (k = 1), the thread that emits the row's choice (thread 0) also advances the
 // row's timestamp rule (ops/timestamp_rule_impl.h, as advance_timestamp_rule's kernel does).
 // With `threshold` (2 <= k <= kThresholdMaxK), the top k of the candidates is the threshold
@@ -399,7 +378,7 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
                                          adv.tokens + row, adv.rules + row * adv.width, adv.width,
                                          adv.params);
   };
-  if (n_cand > kMaskedSegment) {  // k rounds over L2
+  if (n_cand > kMaskedSegment || !cand_s) {  // k rounds over L2
     select_top(n_cand, k, load, emit);
     return;
   }
@@ -601,6 +580,20 @@ __global__ void __launch_bounds__(kMaskedThreads)
 
 constexpr int64_t kMaskedMaxRows = 65535;  // grid y
 
+// masked_top1_merge (choice.cuh): one block merges the segments' partials of a one-row choice
+// that the kernel before it (the one-row GEMM) wrote, as masked_topk's last block does. A
+// GEMM's blocks are its segments (3242 for Whisper's 51866 logits), about 6 partials a thread.
+constexpr int kTop1MergeThreads = 512;
+
+__global__ void __launch_bounds__(kTop1MergeThreads)
+    masked_top1_merge_kernel(int segments, int32_t v, const int32_t* rules, ChoicePartials p,
+                             float* logprobs, int32_t* indices, RuleAdvance adv) {
+  wait_for_inputs();
+  allow_dependents();
+  masked_topk_merge_row(0, split_of(rules, v), segments, 1, p.stats, p.cand_v, p.cand_i, logprobs,
+                        indices, nullptr, nullptr, adv, false, nullptr, nullptr, nullptr);
+}
+
 RuleAdvance rule_advance(const TimestampRuleAdvance* a) {
   if (!a) return {};
   RuleAdvance r;
@@ -627,6 +620,25 @@ void check_row_length(int64_t v, const char* op) {
 }
 
 }  // namespace
+
+size_t choice_partials_bytes(int64_t segments) {
+  return size_t(segments) * (sizeof(LseStats) + 2 * (sizeof(float) + sizeof(int32_t)));
+}
+
+ChoicePartials choice_partials(void* scratch, int64_t segments) {
+  ChoicePartials p;
+  p.stats = static_cast<LseStats*>(scratch);
+  p.cand_v = reinterpret_cast<float*>(p.stats + segments);
+  p.cand_i = reinterpret_cast<int32_t*>(p.cand_v + 2 * segments);
+  return p;
+}
+
+void masked_top1_merge(int64_t segments, int32_t v, const GemvChoice& choice,
+                       const ChoicePartials& partials) {
+  launch_dependent(masked_top1_merge_kernel, dim3(1), dim3(kTop1MergeThreads), 0, int(segments), v,
+                   choice.rules, partials, choice.logprobs, choice.indices,
+                   rule_advance(choice.advance));
+}
 
 void argmax(const Tensor& x, Tensor& out) {
   const int64_t v = x.dim(-1);

@@ -75,14 +75,22 @@ void convert(const Tensor&, Tensor&) { no_cuda("convert"); }
 void embedding(const Tensor&, const Tensor&, Tensor&) { no_cuda("embedding"); }
 void scatter_rows(const Tensor&, const Tensor&, Tensor&) { no_cuda("scatter_rows"); }
 void matmul(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) { no_cuda("matmul"); }
+bool matmul_norm_folded(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) {
+  no_cuda("matmul");
+}
 void layer_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor&) {
   no_cuda("layer_norm");
 }
 void rms_norm(const Tensor&, const Tensor&, float, Tensor&) { no_cuda("rms_norm"); }
 void argmax(const Tensor&, Tensor&) { no_cuda("argmax"); }
 void topk(const Tensor&, int, Tensor&, Tensor&) { no_cuda("topk"); }
-void masked_topk(const Tensor&, const Tensor*, const Tensor&, int, Tensor&, Tensor&) {
+void masked_topk(const Tensor&, const Tensor*, const Tensor&, int, Tensor&, Tensor&,
+                 const TimestampRuleAdvance*) {
   no_cuda("masked_topk");
+}
+bool matmul_masked_top1(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&, const Tensor*,
+                        const Tensor&, Tensor&, Tensor&, const TimestampRuleAdvance*) {
+  no_cuda("matmul_masked_top1");
 }
 void softmax(const Tensor&, Tensor&, bool log) { no_cuda(log ? "log_softmax" : "softmax"); }
 void permute(const Tensor&, const std::vector<int>&, Tensor&) { no_cuda("permute"); }

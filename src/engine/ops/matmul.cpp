@@ -54,8 +54,10 @@ void fold_layer_norm(const Tensor& w, const Tensor& gamma, const Tensor& shift, 
   matmul(shift.reshape({1, k}).cast(w.dtype()), w, ws, opt);
 }
 
-void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
-  constexpr std::string_view op = "matmul";
+namespace detail {
+
+Device check_matmul(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& c,
+                    const MatmulOptions& opt) {
   using detail::arg_str;
   using detail::require;
   const Device dev = detail::check_args(op, {{"a", &a}, {"b", &b}, {"c", &c}, {"bias", opt.bias}});
@@ -93,8 +95,15 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& op
   require(!opt.gelu || opt.beta == 0.0f, op, [&] {
     return std::string("gelu needs beta == 0, got beta = ") + std::to_string(opt.beta);
   });
+  if (opt.norm) check_norm(op, a, b, c, opt);
+  return dev;
+}
+
+}  // namespace detail
+
+void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
+  const Device dev = detail::check_matmul("matmul", a, b, c, opt);
   if (opt.norm) {
-    check_norm(op, a, b, c, opt);
     if (dev == Device::cuda && cuda::matmul_norm_folded(a, b, c, opt)) return;
     layer_norm(a, *opt.norm->gamma, *opt.norm->shift, opt.norm->eps, *opt.norm->scratch);
     MatmulOptions plain = opt;

@@ -14,6 +14,8 @@
 // OpenBLAS where oneDNN is absent; f16 on the CPU goes through f32. CUDA: cuBLAS.
 #pragma once
 
+#include <string_view>
+
 #include "engine/tensor.h"
 
 namespace parley {
@@ -53,6 +55,12 @@ struct MatmulOptions {
 };
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt = {});
+
+namespace detail {
+// matmul's argument checks (opt.norm's included), errors under `op`; returns the device.
+Device check_matmul(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& c,
+                    const MatmulOptions& opt);
+}  // namespace detail
 
 namespace cpu {
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt);

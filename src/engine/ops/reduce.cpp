@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/ops/matmul.h"
 #include "engine/ops/op_checks.h"
 
 namespace parley {
@@ -54,9 +55,12 @@ void topk(const Tensor& x, int k, Tensor& values, Tensor& indices) {
     cpu::topk(x, k, values, indices);
 }
 
-void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
-                 Tensor& indices, const TimestampRuleAdvance* advance) {
-  constexpr std::string_view op = "masked_topk";
+namespace {
+
+// masked_topk's argument checks, errors under `op`; returns the device.
+Device check_masked_topk(std::string_view op, const Tensor& x, const Tensor* mask,
+                         const Tensor& rules, int k, const Tensor& logprobs, const Tensor& indices,
+                         const TimestampRuleAdvance* advance) {
   const Device dev = detail::check_args(op, {{"x", &x},
                                              {"mask", mask},
                                              {"rules", &rules},
@@ -103,6 +107,15 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
                                " overlaps x, mask, rules or logprobs";
                       });
   }
+  return dev;
+}
+
+}  // namespace
+
+void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
+                 Tensor& indices, const TimestampRuleAdvance* advance) {
+  const Device dev =
+      check_masked_topk("masked_topk", x, mask, rules, k, logprobs, indices, advance);
   if (dev == Device::cuda) {
     cuda::masked_topk(x, mask, rules, k, logprobs, indices, advance);
   } else {
@@ -111,6 +124,27 @@ void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k
       cpu::advance_timestamp_rule(indices, *a->state, *a->next_state, *a->tokens, *a->rules,
                                   a->params);
   }
+}
+
+void matmul_masked_top1(const Tensor& a, const Tensor& b, Tensor& logits, const MatmulOptions& opt,
+                        const Tensor* mask, const Tensor& rules, Tensor& logprobs, Tensor& indices,
+                        const TimestampRuleAdvance* advance) {
+  constexpr std::string_view op = "matmul_masked_top1";
+  detail::require(logits.ndim() == 2 && logits.dim(0) == 1, op,
+                  [&] { return detail::arg_str("logits", logits) + ": expected one row [1, V]"; });
+  const Device dev = detail::check_matmul(op, a, b, logits, opt);
+  check_masked_topk(op, logits, mask, rules, 1, logprobs, indices, advance);
+  const auto outside = [&](const Tensor& t) {
+    return !detail::overlap(t, logits) && !detail::overlap(t, a) && !detail::overlap(t, b);
+  };
+  detail::require(outside(logprobs) && outside(indices), op, [] {
+    return std::string("logprobs and indices must not share memory with a, b or logits");
+  });
+  if (dev == Device::cuda &&
+      cuda::matmul_masked_top1(a, b, logits, opt, mask, rules, logprobs, indices, advance))
+    return;
+  matmul(a, b, logits, opt);
+  masked_topk(logits, mask, rules, 1, logprobs, indices, advance);
 }
 
 }  // namespace parley

@@ -19,8 +19,20 @@
 // masked_topk with chosen = indices (on CUDA in the same launch: a greedy decoder step's
 // choice and its next input with no kernel between). Its outputs may not overlap x, mask,
 // rules, logprobs, indices or its state.
+//
+// matmul_masked_top1: a greedy decoder step's vocabulary product and its token choice in one
+// op: logits f32 [1, V] = matmul(a [1, K], b, logits, opt) (matmul.h: b [V, K] with
+// opt.trans_b, opt.norm may fold a LayerNorm in), then masked_topk(logits, mask, rules
+// [1, 1 + 2R], 1, logprobs, indices, advance), with both ops' checks. On CUDA, where the
+// one-row GEMM kernel takes the product (16-bit weights), its blocks are also the choice's
+// segments: each ranks and sums the logits it computes under the mask and the rule row, and a
+// one-block merge follows, so no masked_topk launch reads the logits back. The segments are
+// smaller than masked_topk's, so the log-probability's sum of exponentials is added in
+// another order (the last bits may differ); the choice and the logits are the same.
+// PARLEY_FUSED_CHOICE=0 runs the two ops instead. Elsewhere the two ops run in turn.
 #pragma once
 
+#include "engine/ops/matmul.h"
 #include "engine/ops/timestamp_rule.h"
 #include "engine/tensor.h"
 
@@ -33,6 +45,9 @@ void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
                  Tensor& indices, const TimestampRuleAdvance* advance = nullptr);
+void matmul_masked_top1(const Tensor& a, const Tensor& b, Tensor& logits, const MatmulOptions& opt,
+                        const Tensor* mask, const Tensor& rules, Tensor& logprobs, Tensor& indices,
+                        const TimestampRuleAdvance* advance = nullptr);
 
 namespace cpu {
 void argmax(const Tensor& x, Tensor& out);
@@ -45,6 +60,11 @@ void argmax(const Tensor& x, Tensor& out);
 void topk(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void masked_topk(const Tensor& x, const Tensor* mask, const Tensor& rules, int k, Tensor& logprobs,
                  Tensor& indices, const TimestampRuleAdvance* advance);
+// matmul_masked_top1 in the one-row GEMM's launch and a merge (matmul.cu); false, launching
+// nothing, where that kernel does not take the product.
+bool matmul_masked_top1(const Tensor& a, const Tensor& b, Tensor& logits, const MatmulOptions& opt,
+                        const Tensor* mask, const Tensor& rules, Tensor& logprobs, Tensor& indices,
+                        const TimestampRuleAdvance* advance);
 }  // namespace cuda
 
 }  // namespace parley
