@@ -7,7 +7,8 @@
 // candidates of each side of the row's split point; the merge (masked_topk_merge_row in
 // reduce.cu) turns the segments' maxima and sums into logsumexp, applies the split rule and
 // takes the top k of the candidates. Layout per row, k candidates a side:
-//   stats [segments], cand_v / cand_i [segments, 2 (head, tail), k].
+//   stats [segments], cand_v / cand_i [segments, 2 (head, tail), k];
+// a k = 1 choice in the GEMM writes one Top1Partial a segment and has a merge of its own.
 #pragma once
 
 #include <cmath>
@@ -49,11 +50,13 @@ struct LseStats {
   float head_max, head_sum, tail_max, tail_sum;
 };
 
-// Where a choice's segments put their partial results (the layout above), k = 1.
-struct ChoicePartials {
-  LseStats* stats = nullptr;
-  float* cand_v = nullptr;
-  int32_t* cand_i = nullptr;
+// A segment of a k = 1 choice (the one-row GEMM's blocks): its LseStats and the index of
+// each side's first candidate, whose value is that side's maximum (-1: the side is empty).
+// 32 bytes, which the merge reads as two 16-byte loads.
+struct alignas(16) Top1Partial {
+  LseStats stats;
+  int32_t head_i, tail_i;
+  int32_t unused[2];
 };
 
 // The token choice made in the one-row GEMM (gemv with a choice, common.cuh): masked_topk's
@@ -69,14 +72,10 @@ struct GemvChoice {
   const TimestampRuleAdvance* advance = nullptr;
 };
 
-// Scratch bytes for the partials of `segments` segments (k = 1), and their layout in it.
-size_t choice_partials_bytes(int64_t segments);
-ChoicePartials choice_partials(void* scratch, int64_t segments);
-
 // The merge of a one-row choice's `segments` partials (written by the kernel before it on
-// stream(); a programmatic dependent of it while capturing): one block, masked_topk's merge
-// with k = 1, then the advance when the choice has one.
+// stream(); a programmatic dependent of it while capturing): one block, then the advance
+// when the choice has one.
 void masked_top1_merge(int64_t segments, int32_t v, const GemvChoice& choice,
-                       const ChoicePartials& partials);
+                       const Top1Partial* partials);
 
 }  // namespace parley::cuda

@@ -151,7 +151,7 @@ struct ChoiceArgs {
   const int8_t* mask = nullptr;
   const int32_t* rules = nullptr;
   int width = 0;
-  ChoicePartials out;
+  Top1Partial* out = nullptr;
 };
 
 // A 4-byte copy from global to shared memory that does not hold a register meanwhile
@@ -167,7 +167,8 @@ __device__ __forceinline__ void copy_async_wait() {
 // Warp 0 of a Choose block (every lane calls it): the block's outputs as one segment of the
 // row's choice (choice.cuh). Lanes with `live` hold output `col` of value r; x' is -inf where
 // the mask or a range of the rule row drops it. The best candidate of each side of the split
-// by the ranking's butterfly, the sums of exp(x' - max) by a second one; lane 0 writes them.
+// by the ranking's butterfly, the sums of exp(x' - max) by a second one; lane 0 writes them
+// (a Top1Partial: the candidates' values are the maxima).
 __device__ __forceinline__ void choose_segment(bool live, int64_t col, float r, bool masked,
                                                const int32_t* rule, int32_t v,
                                                const ChoiceArgs& ch) {
@@ -194,13 +195,8 @@ __device__ __forceinline__ void choose_segment(bool live, int64_t col, float r, 
     hs += __shfl_xor_sync(0xffffffffu, hs, offset);
     ts += __shfl_xor_sync(0xffffffffu, ts, offset);
   }
-  if ((threadIdx.x & 31) != 0) return;
-  const int64_t s = blockIdx.x;
-  ch.out.stats[s] = LseStats{hm, hs, tm, ts};
-  ch.out.cand_v[2 * s] = hc.v;
-  ch.out.cand_i[2 * s] = hc.i;
-  ch.out.cand_v[2 * s + 1] = tc.v;
-  ch.out.cand_i[2 * s + 1] = tc.i;
+  if ((threadIdx.x & 31) == 0)
+    ch.out[blockIdx.x] = Top1Partial{{hm, hs, tm, ts}, hc.i, tc.i, {0, 0}};
 }
 
 template <typename T>
@@ -534,12 +530,12 @@ template <typename T, bool Fold>
 void launch_choice(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm,
                    const GemvChoice& choice) {
   const unsigned segments = grid_of<1>(g).blocks;
-  Scratch scratch(choice_partials_bytes(segments));
+  Scratch scratch(size_t(segments) * sizeof(Top1Partial));
   ChoiceArgs args;
   args.mask = choice.mask;
   args.rules = choice.rules;
   args.width = choice.width;
-  args.out = choice_partials(scratch.data(), segments);
+  args.out = static_cast<Top1Partial*>(scratch.data());
   launch<T, float, 1, Fold, true>(g, bias, gelu, norm, args);
   masked_top1_merge(segments, int32_t(g.n), choice, args.out);
 }

@@ -319,10 +319,21 @@ __device__ __forceinline__ float rescaled(float m, float s, float to) {
   return m == -INFINITY ? 0.0f : s * expf(m - to);
 }
 
+// A row's logsumexp from the maxima and the sums of exp(x' - max) of its two sides (mx,
+// sum: head, tail), and whether the split rule drops the head (then it leaves the sum).
+__device__ __forceinline__ float row_logsumexp(float2 mx, float2 sum, int32_t split,
+                                               bool& drop_head) {
+  constexpr float kNegInf = -INFINITY;
+  const float tail_lse = mx.y > kNegInf ? mx.y + logf(sum.y) : kNegInf;
+  drop_head = split > 0 && tail_lse > mx.x;
+  const float head_lse = !drop_head && mx.x > kNegInf ? mx.x + logf(sum.x) : kNegInf;
+  const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
+  return hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
+}
+
 // The merge of row `row` by the row's last segment block (every thread calls it). stats and
 // candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
-// kMaskedSegment floats and ints of shared memory, free by now (null: the candidates are read
-// from L2 in each round, as past kMaskedSegment candidates).
+// kMaskedSegment floats and ints of shared memory, free by now.
 // With adv.state (k = 1), the thread that emits the row's choice (thread 0) also advances the
 // row's timestamp rule (ops/timestamp_rule_impl.h, as advance_timestamp_rule's kernel does).
 // With `threshold` (2 <= k <= kThresholdMaxK), the top k of the candidates is the threshold
@@ -356,11 +367,8 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
   }
   const float2 mx = block_reduce_pair(hm, tm, MaxOp{});
   const float2 sum = block_reduce_pair(rescaled(hm, hs, mx.x), rescaled(tm, ts, mx.y), SumOp{});
-  const float tail_lse = mx.y > kNegInf ? mx.y + logf(sum.y) : kNegInf;
-  const bool drop_head = split > 0 && tail_lse > mx.x;
-  const float head_lse = !drop_head && mx.x > kNegInf ? mx.x + logf(sum.x) : kNegInf;
-  const float hi = fmaxf(head_lse, tail_lse), lo = fminf(head_lse, tail_lse);
-  const float lse = hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
+  bool drop_head;
+  const float lse = row_logsumexp(mx, sum, split, drop_head);
 
   const int64_t base = row * segments * 2 * k;
   const int32_t n_cand = int32_t(segments * 2 * k);
@@ -378,7 +386,7 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
                                          adv.tokens + row, adv.rules + row * adv.width, adv.width,
                                          adv.params);
   };
-  if (n_cand > kMaskedSegment || !cand_s) {  // k rounds over L2
+  if (n_cand > kMaskedSegment) {  // k rounds over L2
     select_top(n_cand, k, load, emit);
     return;
   }
@@ -580,18 +588,67 @@ __global__ void __launch_bounds__(kMaskedThreads)
 
 constexpr int64_t kMaskedMaxRows = 65535;  // grid y
 
-// masked_top1_merge (choice.cuh): one block merges the segments' partials of a one-row choice
-// that the kernel before it (the one-row GEMM) wrote, as masked_topk's last block does. A
-// GEMM's blocks are its segments (3242 for Whisper's 51866 logits), about 6 partials a thread.
+// masked_top1_merge (choice.cuh): one block merges the Top1Partials of a one-row choice that
+// the kernel before it (the one-row GEMM: 3242 blocks for Whisper's 51866 logits) wrote. Each
+// thread requests all of its partials (up to kTop1PerThread, both 16-byte halves) before it
+// merges any, so the block makes about one trip to L2 where a loop over them would make one
+// per partial; then one block ranking of the two sides' first candidates (their values are
+// the maxima) and one sum. The result is masked_topk's with k = 1 (masked_topk_merge_row):
+// the first candidate of the row after the split rule, which is the tail's when the rule
+// drops the head (the tail then holds a finite value, which ranks before the head's -inf).
 constexpr int kTop1MergeThreads = 512;
+constexpr int kTop1PerThread = 8;
 
 __global__ void __launch_bounds__(kTop1MergeThreads)
-    masked_top1_merge_kernel(int segments, int32_t v, const int32_t* rules, ChoicePartials p,
-                             float* logprobs, int32_t* indices, RuleAdvance adv) {
+    masked_top1_merge_kernel(int segments, int32_t v, const int32_t* rules,
+                             const Top1Partial* parts, float* logprobs, int32_t* indices,
+                             RuleAdvance adv) {
+  constexpr float kNegInf = -INFINITY;
   wait_for_inputs();
   allow_dependents();
-  masked_topk_merge_row(0, split_of(rules, v), segments, 1, p.stats, p.cand_v, p.cand_i, logprobs,
-                        indices, nullptr, nullptr, adv, false, nullptr, nullptr, nullptr);
+  int32_t state[kTimestampRuleState] = {0, 0, 0};  // requested early, as in the merge above
+  if (adv.state && threadIdx.x == 0)
+    for (int j = 0; j < kTimestampRuleState; ++j) state[j] = adv.state[j];
+  const int32_t split = split_of(rules, v);
+  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
+  Cand hc{0.0f, -1}, tc{0.0f, -1};
+  const int stride = int(blockDim.x) * kTop1PerThread;
+  for (int base = 0; base < segments; base += stride) {
+    float4 st[kTop1PerThread];
+    int4 idx[kTop1PerThread];
+#pragma unroll
+    for (int u = 0; u < kTop1PerThread; ++u) {
+      const int seg = base + int(threadIdx.x) + u * int(blockDim.x);
+      if (seg >= segments) break;
+      const float4* p = reinterpret_cast<const float4*>(parts + seg);
+      st[u] = __ldcg(p);
+      idx[u] = __ldcg(reinterpret_cast<const int4*>(p + 1));
+    }
+#pragma unroll
+    for (int u = 0; u < kTop1PerThread; ++u) {
+      const int seg = base + int(threadIdx.x) + u * int(blockDim.x);
+      if (seg >= segments) break;
+      const float nh = MaxOp{}(hm, st[u].x), nt = MaxOp{}(tm, st[u].z);
+      hs = rescaled(hm, hs, nh) + rescaled(st[u].x, st[u].y, nh);
+      ts = rescaled(tm, ts, nt) + rescaled(st[u].z, st[u].w, nt);
+      hm = nh;
+      tm = nt;
+      hc = first_of(hc, Cand{st[u].x, idx[u].x});
+      tc = first_of(tc, Cand{st[u].z, idx[u].y});
+    }
+  }
+  block_first_pair(hc, tc);
+  const float2 mx = make_float2(hc.i >= 0 ? hc.v : kNegInf, tc.i >= 0 ? tc.v : kNegInf);
+  const float2 sum = block_reduce_pair(rescaled(hm, hs, mx.x), rescaled(tm, ts, mx.y), SumOp{});
+  if (threadIdx.x != 0) return;
+  bool drop_head;
+  const float lse = row_logsumexp(mx, sum, split, drop_head);
+  const Cand c = drop_head ? tc : first_of(hc, tc);
+  indices[0] = c.i;
+  logprobs[0] = c.i >= 0 ? c.v - lse : kNegInf;
+  if (adv.state)
+    detail::advance_timestamp_rule_one(c.i, state, adv.next_state, adv.tokens, adv.rules, adv.width,
+                                       adv.params);
 }
 
 RuleAdvance rule_advance(const TimestampRuleAdvance* a) {
@@ -621,20 +678,8 @@ void check_row_length(int64_t v, const char* op) {
 
 }  // namespace
 
-size_t choice_partials_bytes(int64_t segments) {
-  return size_t(segments) * (sizeof(LseStats) + 2 * (sizeof(float) + sizeof(int32_t)));
-}
-
-ChoicePartials choice_partials(void* scratch, int64_t segments) {
-  ChoicePartials p;
-  p.stats = static_cast<LseStats*>(scratch);
-  p.cand_v = reinterpret_cast<float*>(p.stats + segments);
-  p.cand_i = reinterpret_cast<int32_t*>(p.cand_v + 2 * segments);
-  return p;
-}
-
 void masked_top1_merge(int64_t segments, int32_t v, const GemvChoice& choice,
-                       const ChoicePartials& partials) {
+                       const Top1Partial* partials) {
   launch_dependent(masked_top1_merge_kernel, dim3(1), dim3(kTop1MergeThreads), 0, int(segments), v,
                    choice.rules, partials, choice.logprobs, choice.indices,
                    rule_advance(choice.advance));
