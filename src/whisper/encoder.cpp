@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/env.h"
 #include "engine/error.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/conv.h"
@@ -235,24 +236,36 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
   else
     mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
 
+  // Both convolutions write token-major rows with the bias and the GELU in the GEMM (on CUDA
+  // one GEMM each, rows = output positions: ops/conv.h), so the second one's output is the
+  // residual stream itself. PARLEY_CONV_TOKENS=0: channel-major convolutions and a permute
+  // (to compare).
+  static const bool tokens = env_switch_on("PARLEY_CONV_TOKENS");
   Conv1dOptions conv1_opt;
   conv1_opt.padding = 1;
   conv1_opt.bias = &w.conv1_bias;
-  Tensor conv1_out = pool.alloc({b, d, frames}, dt);  // [B, d, 3000]
+  conv1_opt.tokens_out = tokens;
+  conv1_opt.gelu = true;
+  Tensor conv1_out = tokens ? pool.alloc({b, frames, d}, dt)   // [B, 3000, d]
+                            : pool.alloc({b, d, frames}, dt);  // [B, d, 3000]
   conv1d(mel_in, w.conv1_weight, conv1_out, conv1_opt);
-  gelu(conv1_out, conv1_out);
 
   Conv1dOptions conv2_opt;
   conv2_opt.stride = 2;
   conv2_opt.padding = 1;
   conv2_opt.bias = &w.conv2_bias;
-  Tensor conv2_out = pool.alloc({b, d, n_ctx}, dt);  // [B, d, 1500]
-  conv1d(conv1_out, w.conv2_weight, conv2_out, conv2_opt);
-  gelu(conv2_out, conv2_out);
-
+  conv2_opt.tokens_in = tokens;
+  conv2_opt.tokens_out = tokens;
+  conv2_opt.gelu = true;
   Tensor x = pool.alloc({b * n_ctx, d}, dt);  // [B * 1500, d]
   Tensor x_3d = x.reshape({b, n_ctx, d});
-  permute(conv2_out, {0, 2, 1}, x_3d);
+  if (tokens) {
+    conv1d(conv1_out, w.conv2_weight, x_3d, conv2_opt);
+  } else {
+    Tensor conv2_out = pool.alloc({b, d, n_ctx}, dt);  // [B, d, 1500]
+    conv1d(conv1_out, w.conv2_weight, conv2_out, conv2_opt);
+    permute(conv2_out, {0, 2, 1}, x_3d);
+  }
   add(x_3d, w.encoder_positions, x_3d);
 
   for (const EncoderLayerWeights& layer : w.encoder_layers) {

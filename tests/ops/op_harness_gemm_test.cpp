@@ -11,6 +11,7 @@
 #include "engine/ops/attention.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/transpose.h"
 #include "op_test_util.h"
 
 namespace parley::test {
@@ -455,6 +456,7 @@ struct ConvCase {
   int stride, padding;
   bool bias;
   bool bias_f32 = true;  // else the input dtype
+  bool tokens_in = false, tokens_out = false, gelu = false;
 };
 
 class Conv1d : public OpTest {
@@ -464,18 +466,28 @@ class Conv1d : public OpTest {
                  std::to_string(cc.len) + "] w [" + std::to_string(cc.c_out) + ", " +
                  std::to_string(cc.c_in) + ", " + std::to_string(cc.kernel) + "] stride " +
                  std::to_string(cc.stride) + " padding " + std::to_string(cc.padding) +
-                 (cc.bias ? (cc.bias_f32 ? " bias f32" : " bias") : ""));
+                 (cc.bias ? (cc.bias_f32 ? " bias f32" : " bias") : "") +
+                 (cc.tokens_in ? " tokens_in" : "") + (cc.tokens_out ? " tokens_out" : "") +
+                 (cc.gelu ? " gelu" : ""));
     Conv1dOptions opt;
     opt.stride = cc.stride;
     opt.padding = cc.padding;
+    opt.tokens_in = cc.tokens_in;
+    opt.tokens_out = cc.tokens_out;
+    opt.gelu = cc.gelu;
     const int64_t l_out = conv1d_out_length(cc.len, cc.kernel, opt);
     ASSERT_EQ(l_out, (cc.len + 2 * cc.padding - cc.kernel) / cc.stride + 1);
-    const HostTensor x = random({cc.batch, cc.c_in, cc.len});
+    const HostTensor x = random({cc.batch, cc.c_in, cc.len});  // x.v channel-major
     const HostTensor w = random({cc.c_out, cc.c_in, cc.kernel});
     const HostTensor bias = random({cc.c_out}, cc.bias_f32 ? DType::f32 : dtype());
-    const Tensor dx = dev(x.t), dw = dev(w.t), dbias = dev(bias.t);
+    Tensor x_in = x.t;
+    if (cc.tokens_in) {  // the same values, each position's channels contiguous
+      x_in = Tensor::empty({cc.batch, cc.len, cc.c_in}, dtype());
+      permute(x.t, {0, 2, 1}, x_in);
+    }
+    const Tensor dx = dev(x_in), dw = dev(w.t), dbias = dev(bias.t);
     opt.bias = cc.bias ? &dbias : nullptr;
-    Tensor o = out({cc.batch, cc.c_out, l_out});
+    Tensor o = cc.tokens_out ? out({cc.batch, l_out, cc.c_out}) : out({cc.batch, cc.c_out, l_out});
     conv1d(dx, dw, o, opt);
 
     std::vector<double> want(size_t(cc.batch * cc.c_out * l_out));
@@ -490,9 +502,15 @@ class Conv1d : public OpTest {
               s += double(x.v[size_t((b * cc.c_in + ic) * cc.len + pos)]) *
                    w.v[size_t((oc * cc.c_in + ic) * cc.kernel + kk)];
             }
-          want[size_t((b * cc.c_out + oc) * l_out + t)] = s;
+          if (cc.gelu) s = 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)));
+          const int64_t at =
+              cc.tokens_out ? (b * l_out + t) * cc.c_out + oc : (b * cc.c_out + oc) * l_out + t;
+          want[size_t(at)] = s;
         }
-    expect_close(read_floats(o), want, sum_tolerance(dtype(), cc.c_in * cc.kernel), "conv1d");
+    // A 16-bit GELU in cuBLASLt's epilogue is the tanh form: within 4.7e-4 of the erf form.
+    Tolerance tol = sum_tolerance(dtype(), cc.c_in * cc.kernel);
+    if (cc.gelu && dtype() != DType::f32) tol.abs += 5e-4;
+    expect_close(read_floats(o), want, tol, "conv1d");
   }
 };
 
@@ -505,6 +523,72 @@ TEST_P(Conv1d, Stride2) {
   run({1, 16, 301, 16, 3, 2, 1, true});      // the second conv, shortened
   run({2, 5, 37, 7, 3, 2, 0, true, false});  // bias in the input dtype
   run({2, 3, 9, 4, 5, 3, 2, false});
+}
+
+// Token-major inputs and outputs (a transformer's rows), with GELU: the Whisper encoder's
+// convolutions, shortened, and odd shapes.
+TEST_P(Conv1d, TokenMajorWithGelu) {
+  run({.batch = 1,
+       .c_in = 80,
+       .len = 300,
+       .c_out = 64,
+       .kernel = 3,
+       .stride = 1,
+       .padding = 1,
+       .bias = true,
+       .bias_f32 = false,
+       .tokens_out = true,
+       .gelu = true});
+  run({.batch = 2,
+       .c_in = 64,
+       .len = 301,
+       .c_out = 48,
+       .kernel = 3,
+       .stride = 2,
+       .padding = 1,
+       .bias = true,
+       .bias_f32 = false,
+       .tokens_in = true,
+       .tokens_out = true,
+       .gelu = true});
+  run({.batch = 2,
+       .c_in = 5,
+       .len = 37,
+       .c_out = 7,
+       .kernel = 3,
+       .stride = 2,
+       .padding = 0,
+       .bias = true,
+       .tokens_in = true});
+  run({.batch = 3,
+       .c_in = 3,
+       .len = 9,
+       .c_out = 4,
+       .kernel = 5,
+       .stride = 3,
+       .padding = 2,
+       .bias = false,
+       .tokens_out = true});
+  run({.batch = 2,
+       .c_in = 6,
+       .len = 11,
+       .c_out = 5,
+       .kernel = 1,
+       .stride = 1,
+       .padding = 0,
+       .bias = true,
+       .tokens_in = true,
+       .tokens_out = true,
+       .gelu = true});  // 1x1: x is the rows
+  run({.batch = 1,
+       .c_in = 4,
+       .len = 10,
+       .c_out = 3,
+       .kernel = 3,
+       .stride = 1,
+       .padding = 1,
+       .bias = true,
+       .gelu = true});
 }
 
 TEST_P(Conv1d, NoPadding) {

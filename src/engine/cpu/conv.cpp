@@ -2,6 +2,8 @@
 //   col [C_in * K, L_out] (zero where the window hangs over the padding)
 //   out[b] [C_out, L_out] = w [C_out, C_in * K] @ col (+ bias per output channel)
 // The GEMM writes f32: into out directly for f32, else into a scratch converted after.
+// Token-major inputs and outputs (Conv1dOptions) are permuted around that, and the GELU is
+// a pass over the channel-major result.
 #include "engine/ops/conv.h"
 
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/transpose.h"
 
 namespace parley::cpu {
 
@@ -41,9 +44,8 @@ void fill_bias_rows(const Tensor& bias, Tensor& acc) {
   });
 }
 
-}  // namespace
-
-void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
+// The convolution of channel-major x into channel-major out (bias only).
+void conv1d_channels(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
   const int64_t batch = x.dim(0), c_in = x.dim(1), len = x.dim(2);
   const int64_t c_out = w.dim(0), kernel = w.dim(2), l_out = out.dim(2);
   const DType dt = x.dtype();
@@ -67,6 +69,25 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
     cpu::matmul(w2, direct ? xb : col, target, mo);
     if (dt != DType::f32) cpu::convert(acc, ob);
   }
+}
+
+}  // namespace
+
+void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
+  Conv1dOptions plain;
+  plain.stride = opt.stride;
+  plain.padding = opt.padding;
+  plain.bias = opt.bias;
+  Tensor xc = x;
+  if (opt.tokens_in) {
+    xc = Tensor::empty({x.dim(0), x.dim(2), x.dim(1)}, x.dtype());
+    cpu::permute(x, {0, 2, 1}, xc);
+  }
+  Tensor oc = out;
+  if (opt.tokens_out) oc = Tensor::empty({out.dim(0), out.dim(2), out.dim(1)}, out.dtype());
+  conv1d_channels(xc, w, oc, plain);
+  if (opt.gelu) cpu::unary(UnaryOp::gelu, oc, oc);
+  if (opt.tokens_out) cpu::permute(oc, {0, 2, 1}, out);
 }
 
 }  // namespace parley::cpu

@@ -72,7 +72,7 @@ void binary(BinaryOp op, const Tensor&, const Tensor&, Tensor&) {
 void scale(const Tensor&, float, Tensor&) { no_cuda("scale"); }
 void unary(UnaryOp op, const Tensor&, Tensor&) { no_cuda(op == UnaryOp::gelu ? "gelu" : "silu"); }
 void convert(const Tensor&, Tensor&) { no_cuda("convert"); }
-void embedding(const Tensor&, const Tensor&, Tensor&) { no_cuda("embedding"); }
+void embedding(const Tensor&, const Tensor&, Tensor&, const Tensor*) { no_cuda("embedding"); }
 void scatter_rows(const Tensor&, const Tensor&, Tensor&) { no_cuda("scatter_rows"); }
 void matmul(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) { no_cuda("matmul"); }
 bool matmul_norm_folded(const Tensor&, const Tensor&, Tensor&, const MatmulOptions&) {

@@ -23,19 +23,24 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
   const Device dev =
       detail::check_args(op, {{"x", &x}, {"w", &w}, {"out", &out}, {"bias", opt.bias}});
   detail::check_float(op, "x", x);
-  detail::require(x.ndim() == 3, op,
-                  [&] { return detail::arg_str("x", x) + ": expected [B, C_in, L]"; });
+  detail::require(x.ndim() == 3, op, [&] {
+    return detail::arg_str("x", x) + ": expected " +
+           (opt.tokens_in ? "[B, L, C_in] (tokens_in)" : "[B, C_in, L]");
+  });
   detail::require(w.ndim() == 3, op,
                   [&] { return detail::arg_str("w", w) + ": expected [C_out, C_in, K]"; });
   detail::require(w.dtype() == x.dtype(), op, [&] {
     return detail::arg_str("x", x) + " and " + detail::arg_str("w", w) + ": dtypes differ";
   });
-  detail::require(w.dim(1) == x.dim(1), op, [&] {
+  const int64_t c_in = x.dim(opt.tokens_in ? 2 : 1), len = x.dim(opt.tokens_in ? 1 : 2);
+  detail::require(w.dim(1) == c_in, op, [&] {
     return detail::arg_str("x", x) + " and " + detail::arg_str("w", w) + ": input channels " +
-           std::to_string(x.dim(1)) + " and " + std::to_string(w.dim(1)) + " differ";
+           std::to_string(c_in) + " and " + std::to_string(w.dim(1)) + " differ";
   });
   if (opt.bias) detail::check_param(op, "bias", *opt.bias, w.dim(0), x.dtype());
-  const Shape want{x.dim(0), w.dim(0), conv1d_out_length(x.dim(2), w.dim(2), opt)};
+  const int64_t l_out = conv1d_out_length(len, w.dim(2), opt);
+  const Shape want =
+      opt.tokens_out ? Shape{x.dim(0), l_out, w.dim(0)} : Shape{x.dim(0), w.dim(0), l_out};
   detail::require(out.dtype() == x.dtype() && out.shape() == want, op, [&] {
     return detail::arg_str("out", out) + " must be " + std::string(dtype_name(x.dtype())) +
            want.str() + " for " + detail::arg_str("x", x) + " and " + detail::arg_str("w", w);
