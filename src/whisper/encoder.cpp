@@ -118,15 +118,14 @@ Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_
   return logits;
 }
 
-Tensor final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,
-                         const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
-                         const TimestampRuleAdvance* advance) {
+void final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,
+                       const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
+                       const TimestampRuleAdvance* advance) {
   Tensor logits = pool.alloc({1, n_vocab}, DType::f32);
   with_norm(
       pool, x, w.decoder_ln, w.decoder_fold, {}, [&](const Tensor& a, const MatmulOptions& o) {
         matmul_masked_top1(a, w.token_embedding, logits, o, &mask, rules, logprobs, ids, advance);
       });
-  return logits;
 }
 
 Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev) {

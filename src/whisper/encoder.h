@@ -61,10 +61,10 @@ Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_
 // final_logits of one row x [1, d] and its token choice in one op (matmul_masked_top1,
 // ops/reduce.h: on CUDA the vocabulary GEMM's blocks rank their own logits): masked_topk's
 // k = 1 under `mask` (i8 [n_vocab]) and `rules` [1, kRuleWidth] into logprobs f32 and ids
-// i32 [1, 1], and advance's outputs where given. Returns the logits f32 [1, n_vocab].
-Tensor final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,
-                         const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
-                         const TimestampRuleAdvance* advance = nullptr);
+// i32 [1, 1], and advance's outputs where given (the logits stay in a `pool` buffer).
+void final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,
+                       const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
+                       const TimestampRuleAdvance* advance = nullptr);
 
 // i32 values (token ids, positions, cache rows) as a tensor on `dev`, staged through
 // host_pool (both pools' blocks are reused, so a warm step allocates nothing).

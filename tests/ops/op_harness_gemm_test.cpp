@@ -528,67 +528,18 @@ TEST_P(Conv1d, Stride2) {
 // Token-major inputs and outputs (a transformer's rows), with GELU: the Whisper encoder's
 // convolutions, shortened, and odd shapes.
 TEST_P(Conv1d, TokenMajorWithGelu) {
-  run({.batch = 1,
-       .c_in = 80,
-       .len = 300,
-       .c_out = 64,
-       .kernel = 3,
-       .stride = 1,
-       .padding = 1,
-       .bias = true,
-       .bias_f32 = false,
-       .tokens_out = true,
-       .gelu = true});
-  run({.batch = 2,
-       .c_in = 64,
-       .len = 301,
-       .c_out = 48,
-       .kernel = 3,
-       .stride = 2,
-       .padding = 1,
-       .bias = true,
-       .bias_f32 = false,
-       .tokens_in = true,
-       .tokens_out = true,
-       .gelu = true});
-  run({.batch = 2,
-       .c_in = 5,
-       .len = 37,
-       .c_out = 7,
-       .kernel = 3,
-       .stride = 2,
-       .padding = 0,
-       .bias = true,
-       .tokens_in = true});
-  run({.batch = 3,
-       .c_in = 3,
-       .len = 9,
-       .c_out = 4,
-       .kernel = 5,
-       .stride = 3,
-       .padding = 2,
-       .bias = false,
-       .tokens_out = true});
-  run({.batch = 2,
-       .c_in = 6,
-       .len = 11,
-       .c_out = 5,
-       .kernel = 1,
-       .stride = 1,
-       .padding = 0,
-       .bias = true,
-       .tokens_in = true,
-       .tokens_out = true,
-       .gelu = true});  // 1x1: x is the rows
-  run({.batch = 1,
-       .c_in = 4,
-       .len = 10,
-       .c_out = 3,
-       .kernel = 3,
-       .stride = 1,
-       .padding = 1,
-       .bias = true,
-       .gelu = true});
+  const auto with = [](ConvCase c, bool tokens_in, bool tokens_out, bool gelu) {
+    c.tokens_in = tokens_in;
+    c.tokens_out = tokens_out;
+    c.gelu = gelu;
+    return c;
+  };
+  run(with({1, 80, 300, 64, 3, 1, 1, true, false}, false, true, true));
+  run(with({2, 64, 301, 48, 3, 2, 1, true, false}, true, true, true));
+  run(with({2, 5, 37, 7, 3, 2, 0, true}, true, false, false));
+  run(with({3, 3, 9, 4, 5, 3, 2, false}, false, true, false));
+  run(with({2, 6, 11, 5, 1, 1, 0, true}, true, true, true));  // 1x1: x is the rows
+  run(with({1, 4, 10, 3, 3, 1, 1, true}, false, false, true));
 }
 
 TEST_P(Conv1d, NoPadding) {

@@ -44,7 +44,8 @@ void fill_bias_rows(const Tensor& bias, Tensor& acc) {
   });
 }
 
-// The convolution of channel-major x into channel-major out (bias only).
+// The convolution of channel-major x into channel-major out (opt's stride, padding and bias;
+// its layout and GELU are conv1d's below).
 void conv1d_channels(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
   const int64_t batch = x.dim(0), c_in = x.dim(1), len = x.dim(2);
   const int64_t c_out = w.dim(0), kernel = w.dim(2), l_out = out.dim(2);
@@ -74,10 +75,6 @@ void conv1d_channels(const Tensor& x, const Tensor& w, Tensor& out, const Conv1d
 }  // namespace
 
 void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
-  Conv1dOptions plain;
-  plain.stride = opt.stride;
-  plain.padding = opt.padding;
-  plain.bias = opt.bias;
   Tensor xc = x;
   if (opt.tokens_in) {
     xc = Tensor::empty({x.dim(0), x.dim(2), x.dim(1)}, x.dtype());
@@ -85,7 +82,7 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
   }
   Tensor oc = out;
   if (opt.tokens_out) oc = Tensor::empty({out.dim(0), out.dim(2), out.dim(1)}, out.dtype());
-  conv1d_channels(xc, w, oc, plain);
+  conv1d_channels(xc, w, oc, opt);
   if (opt.gelu) cpu::unary(UnaryOp::gelu, oc, oc);
   if (opt.tokens_out) cpu::permute(oc, {0, 2, 1}, out);
 }

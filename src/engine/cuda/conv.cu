@@ -118,27 +118,12 @@ void conv1d_rows(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOpti
   }
 }
 
-}  // namespace
-
-void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
+// conv1d with a channel-major output (bias only): strided-batched GEMMs of w against each
+// chunk's im2col columns.
+void conv1d_columns(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt,
+                    const ConvShape& s) {
   constexpr const char* kOp = "conv1d";
-  const int64_t batch = x.dim(0), c_out = w.dim(0);
-  const int64_t c_in = x.dim(opt.tokens_in ? 2 : 1), len = x.dim(opt.tokens_in ? 1 : 2);
-  const ConvShape s{c_in, len, w.dim(2), out.dim(opt.tokens_out ? 1 : 2), opt.stride, opt.padding};
-  const int64_t ck = s.c_in * s.kernel;
-  if (out.numel() == 0) return;
-  if (opt.tokens_out && ck > 0) {
-    conv1d_rows(x, w, out, opt, s);
-    return;
-  }
-  if (opt.tokens_out) {  // no input channels: the bias in every row
-    scale_add_bias(out.raw(), out.dtype(), batch * s.l_out, c_out, 0.0f, param_ref(opt.bias), false,
-                   0, kOp);
-    if (opt.gelu) cuda::unary(UnaryOp::gelu, out, out);
-    return;
-  }
-  const size_t elem = dtype_size(x.dtype());
-
+  const int64_t batch = x.dim(0), c_out = w.dim(0), ck = s.c_in * s.kernel;
   GemmArgs g{};
   g.a = w.raw();
   g.ab_type = x.dtype();
@@ -153,19 +138,15 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
   if (opt.bias || ck == 0)
     scale_add_bias(out.raw(), out.dtype(), batch * c_out, s.l_out, 0.0f, param_ref(opt.bias), true,
                    c_out, kOp);
-  if (ck == 0) {
-    if (opt.gelu) cuda::unary(UnaryOp::gelu, out, out);
-    return;
-  }
+  if (ck == 0) return;
   if (s.kernel == 1 && s.stride == 1 && s.padding == 0 && !opt.tokens_in) {
     g.b = x.raw();
     g.c = out.raw();
     g.batch = batch;
     gemm(g, kOp);
-    if (opt.gelu) cuda::unary(UnaryOp::gelu, out, out);
     return;
   }
-  const int64_t per_batch = ck * s.l_out * int64_t(elem);
+  const int64_t per_batch = ck * s.l_out * int64_t(dtype_size(x.dtype()));
   const int64_t chunk = std::clamp<int64_t>(kMaxColumnBytes / per_batch, 1, batch);
   Scratch col(size_t(chunk * per_batch));
   for (int64_t b0 = 0; b0 < batch; b0 += chunk) {
@@ -176,6 +157,23 @@ void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& 
     g.batch = nb;
     gemm(g, kOp);
   }
+}
+
+}  // namespace
+
+void conv1d(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt) {
+  const int64_t c_in = x.dim(opt.tokens_in ? 2 : 1), len = x.dim(opt.tokens_in ? 1 : 2);
+  const ConvShape s{c_in, len, w.dim(2), out.dim(opt.tokens_out ? 1 : 2), opt.stride, opt.padding};
+  if (out.numel() == 0) return;
+  if (opt.tokens_out && s.c_in * s.kernel > 0) {
+    conv1d_rows(x, w, out, opt, s);  // the GELU in the GEMM's epilogue
+    return;
+  }
+  if (opt.tokens_out)  // no input channels: the bias in every row
+    scale_add_bias(out.raw(), out.dtype(), x.dim(0) * s.l_out, w.dim(0), 0.0f, param_ref(opt.bias),
+                   false, 0, "conv1d");
+  else
+    conv1d_columns(x, w, out, opt, s);
   if (opt.gelu) cuda::unary(UnaryOp::gelu, out, out);
 }
 

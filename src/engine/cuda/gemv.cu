@@ -144,16 +144,6 @@ struct FoldIn {
   float w_gamma, w_shift;
 };
 
-// The token choice's device arguments (gemv with a GemvChoice, choice.cuh; Choose kernels):
-// the mask (or null) and rule row of GemvChoice, and where this launch's blocks, the choice's
-// segments, put their partials.
-struct ChoiceArgs {
-  const int8_t* mask = nullptr;
-  const int32_t* rules = nullptr;
-  int width = 0;
-  Top1Partial* out = nullptr;
-};
-
 // A 4-byte copy from global to shared memory that does not hold a register meanwhile
 // (cp.async); copy_async_wait() in the issuing thread makes it visible to that thread.
 __device__ __forceinline__ void copy_async4(void* smem, const void* gmem) {
@@ -170,11 +160,11 @@ __device__ __forceinline__ void copy_async_wait() {
 // by the ranking's butterfly, the sums of exp(x' - max) by a second one; lane 0 writes them
 // (a Top1Partial: the candidates' values are the maxima).
 __device__ __forceinline__ void choose_segment(bool live, int64_t col, float r, bool masked,
-                                               const int32_t* rule, int32_t v,
-                                               const ChoiceArgs& ch) {
+                                               const int32_t* rule, int width, int32_t v,
+                                               Top1Partial* out) {
   constexpr float kNegInf = -INFINITY;
   const int32_t g = int32_t(col), split = split_of(rule, v);
-  const int n_ranges = (ch.width - 1) / 2;
+  const int n_ranges = (width - 1) / 2;
   bool off = masked;
   for (int q = 0; q < n_ranges && !off; ++q) off = g >= rule[1 + 2 * q] && g < rule[2 + 2 * q];
   const float x = off ? kNegInf : r;
@@ -195,8 +185,7 @@ __device__ __forceinline__ void choose_segment(bool live, int64_t col, float r, 
     hs += __shfl_xor_sync(0xffffffffu, hs, offset);
     ts += __shfl_xor_sync(0xffffffffu, ts, offset);
   }
-  if ((threadIdx.x & 31) == 0)
-    ch.out[blockIdx.x] = Top1Partial{{hm, hs, tm, ts}, hc.i, tc.i, {0, 0}};
+  if ((threadIdx.x & 31) == 0) out[blockIdx.x] = Top1Partial{{hm, hs, tm, ts}, hc.i, tc.i, {0, 0}};
 }
 
 template <typename T>
@@ -216,12 +205,13 @@ __device__ __forceinline__ void unpack(uint4 v, float (&f)[kVec]) {
 // choice (gemv with a GemvChoice): warp 0, which holds every writer (at most 16), ranks and
 // sums them under the mask (bytes read before the wait: no kernel writes them) and the rule
 // row (copied to shared memory right after the wait, while the weights stream) and writes
-// the segment's partials; masked_top1_merge's block merges them after this launch.
+// the segment's partials to `partials` (choice's logprobs, indices and advance are the
+// merge's); masked_top1_merge's block merges them after this launch.
 template <typename T, typename TC, int M, bool Fold, bool Choose>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
     gemv_kernel(const T* __restrict__ a, const T* __restrict__ w, TC* c, int64_t n, int kvecs,
                 int parts, float alpha, float beta, ParamRef bias, bool gelu, bool evict_first,
-                GemvNorm norm, ChoiceArgs choice) {
+                GemvNorm norm, GemvChoice choice, Top1Partial* partials) {
   static_assert(!Choose || (M == 1 && std::is_same_v<TC, float>), "a choice of one f32 row");
   __shared__ float partial[kWarps][M][kCols];
   __shared__ float stats[Fold ? kWarps : 1][M][2];  // the K slice's sum of a and of a^2
@@ -349,7 +339,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks_of(M))
     }
     r = write_output(s, c, n, om, out_col, alpha, beta, in, gelu);
   }
-  if constexpr (Choose) choose_segment(live, out_col, r, masked, rule, int32_t(n), choice);
+  if constexpr (Choose)
+    choose_segment(live, out_col, r, masked, rule, choice.width, int32_t(n), partials);
 }
 static_assert(kMaxRows * kCols <= kWarps * 32, "one thread writes each output of a group");
 
@@ -484,7 +475,7 @@ Grid grid_of(const GemmArgs& g) {
 // of the kernel before.
 template <typename T, typename TC, int M, bool Fold, bool Choose = false>
 void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm,
-            const ChoiceArgs& choice = {}) {
+            const GemvChoice& choice = {}, Top1Partial* partials = nullptr) {
   constexpr bool kMma = M >= kMmaMinRows;
   static_assert(!(kMma && Fold), "the norm folds into the FMA kernel only");
   const int kvecs = int(g.k / kVec);
@@ -497,7 +488,7 @@ void launch(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& norm,
     launch_dependent(gemv_kernel<T, TC, M, Fold, Choose>, dim3(grid.blocks), dim3(kWarps * 32), 0,
                      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<TC*>(g.c),
                      g.n, kvecs, grid.parts, g.alpha, g.beta, bias, gelu, evict_first(), norm,
-                     choice);
+                     choice, partials);
   }
 }
 
@@ -531,13 +522,9 @@ void launch_choice(const GemmArgs& g, ParamRef bias, bool gelu, const GemvNorm& 
                    const GemvChoice& choice) {
   const unsigned segments = grid_of<1>(g).blocks;
   Scratch scratch(size_t(segments) * sizeof(Top1Partial));
-  ChoiceArgs args;
-  args.mask = choice.mask;
-  args.rules = choice.rules;
-  args.width = choice.width;
-  args.out = static_cast<Top1Partial*>(scratch.data());
-  launch<T, float, 1, Fold, true>(g, bias, gelu, norm, args);
-  masked_top1_merge(segments, int32_t(g.n), choice, args.out);
+  auto* partials = static_cast<Top1Partial*>(scratch.data());
+  launch<T, float, 1, Fold, true>(g, bias, gelu, norm, choice, partials);
+  masked_top1_merge(segments, int32_t(g.n), choice, partials);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

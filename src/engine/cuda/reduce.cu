@@ -331,6 +331,31 @@ __device__ __forceinline__ float row_logsumexp(float2 mx, float2 sum, int32_t sp
   return hi > kNegInf ? hi + log1pf(expf(lo - hi)) : kNegInf;
 }
 
+// The advance's state of row `row`, requested by thread 0 (which emits a k = 1 choice) as
+// soon as a merge starts, so that its latency hides behind the selection instead of following
+// it.
+__device__ __forceinline__ void request_rule_state(const RuleAdvance& adv, int64_t row,
+                                                   int32_t (&state)[kTimestampRuleState]) {
+  if (adv.state && threadIdx.x == 0)
+    for (int j = 0; j < kTimestampRuleState; ++j)
+      state[j] = adv.state[row * kTimestampRuleState + j];
+}
+
+// Rank r's choice c of row `row` (k per row) with the row's logsumexp, and with adv.state
+// (k = 1) the row's timestamp-rule advance from `state` (ops/timestamp_rule_impl.h, as
+// advance_timestamp_rule's kernel does).
+__device__ __forceinline__ void emit_choice(int64_t row, int k, int r, Cand c, float lse,
+                                            const int32_t (&state)[kTimestampRuleState],
+                                            const RuleAdvance& adv, float* logprobs,
+                                            int32_t* indices) {
+  indices[row * k + r] = c.i;
+  logprobs[row * k + r] = c.i >= 0 ? c.v - lse : -INFINITY;
+  if (adv.state)
+    detail::advance_timestamp_rule_one(c.i, state, adv.next_state + row * kTimestampRuleState,
+                                       adv.tokens + row, adv.rules + row * adv.width, adv.width,
+                                       adv.params);
+}
+
 // The merge of row `row` by the row's last segment block (every thread calls it). stats and
 // candidates come from other blocks: read through L2 (__ldcg). cand_s and idx_s:
 // kMaskedSegment floats and ints of shared memory, free by now.
@@ -347,12 +372,8 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
                                       bool threshold, float* gathered_v, int32_t* gathered_i,
                                       int* gathered_n) {
   constexpr float kNegInf = -INFINITY;
-  // The advance's state, requested now by thread 0 (which emits a k = 1 choice) so that its
-  // latency hides behind the selection instead of following it.
   int32_t state[kTimestampRuleState] = {0, 0, 0};
-  if (adv.state && threadIdx.x == 0)
-    for (int j = 0; j < kTimestampRuleState; ++j)
-      state[j] = adv.state[row * kTimestampRuleState + j];
+  request_rule_state(adv, row, state);
   // Each thread's segments (one at most for rows up to 256 segments), then the block's.
   float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
   for (int i = int(threadIdx.x); i < segments; i += int(blockDim.x)) {
@@ -377,15 +398,8 @@ __device__ void masked_topk_merge_row(int64_t row, int32_t split, int segments, 
     if (i < 0) return Cand{0.0f, -1};
     return Cand{drop_head && i < split ? kNegInf : __ldcg(cand_v + base + j), i};
   };
-  const int64_t out = row * k;
-  auto emit = [&](int r, Cand c) {
-    indices[out + r] = c.i;
-    logprobs[out + r] = c.i >= 0 ? c.v - lse : kNegInf;
-    if (adv.state)  // k = 1: thread 0 (select_top)
-      detail::advance_timestamp_rule_one(c.i, state, adv.next_state + row * kTimestampRuleState,
-                                         adv.tokens + row, adv.rules + row * adv.width, adv.width,
-                                         adv.params);
-  };
+  // Thread 0 emits (select_top); with adv.state k is 1.
+  auto emit = [&](int r, Cand c) { emit_choice(row, k, r, c, lse, state, adv, logprobs, indices); };
   if (n_cand > kMaskedSegment) {  // k rounds over L2
     select_top(n_cand, k, load, emit);
     return;
@@ -606,12 +620,14 @@ __global__ void __launch_bounds__(kTop1MergeThreads)
   constexpr float kNegInf = -INFINITY;
   wait_for_inputs();
   allow_dependents();
-  int32_t state[kTimestampRuleState] = {0, 0, 0};  // requested early, as in the merge above
-  if (adv.state && threadIdx.x == 0)
-    for (int j = 0; j < kTimestampRuleState; ++j) state[j] = adv.state[j];
+  int32_t state[kTimestampRuleState] = {0, 0, 0};
+  request_rule_state(adv, 0, state);
   const int32_t split = split_of(rules, v);
-  float hm = kNegInf, hs = 0.0f, tm = kNegInf, ts = 0.0f;
+  // Each side's first candidate so far, whose value is its maximum (-inf with none), and its
+  // sum of exp(x' - that maximum).
   Cand hc{0.0f, -1}, tc{0.0f, -1};
+  float hs = 0.0f, ts = 0.0f;
+  const auto max_of = [](Cand c) { return c.i >= 0 ? c.v : kNegInf; };
   const int stride = int(blockDim.x) * kTop1PerThread;
   for (int base = 0; base < segments; base += stride) {
     float4 st[kTop1PerThread];
@@ -628,27 +644,23 @@ __global__ void __launch_bounds__(kTop1MergeThreads)
     for (int u = 0; u < kTop1PerThread; ++u) {
       const int seg = base + int(threadIdx.x) + u * int(blockDim.x);
       if (seg >= segments) break;
-      const float nh = MaxOp{}(hm, st[u].x), nt = MaxOp{}(tm, st[u].z);
-      hs = rescaled(hm, hs, nh) + rescaled(st[u].x, st[u].y, nh);
-      ts = rescaled(tm, ts, nt) + rescaled(st[u].z, st[u].w, nt);
-      hm = nh;
-      tm = nt;
-      hc = first_of(hc, Cand{st[u].x, idx[u].x});
-      tc = first_of(tc, Cand{st[u].z, idx[u].y});
+      const Cand nh = first_of(hc, Cand{st[u].x, idx[u].x});
+      const Cand nt = first_of(tc, Cand{st[u].z, idx[u].y});
+      hs = rescaled(max_of(hc), hs, max_of(nh)) + rescaled(st[u].x, st[u].y, max_of(nh));
+      ts = rescaled(max_of(tc), ts, max_of(nt)) + rescaled(st[u].z, st[u].w, max_of(nt));
+      hc = nh;
+      tc = nt;
     }
   }
+  const float2 own = make_float2(max_of(hc), max_of(tc));
   block_first_pair(hc, tc);
-  const float2 mx = make_float2(hc.i >= 0 ? hc.v : kNegInf, tc.i >= 0 ? tc.v : kNegInf);
-  const float2 sum = block_reduce_pair(rescaled(hm, hs, mx.x), rescaled(tm, ts, mx.y), SumOp{});
+  const float2 mx = make_float2(max_of(hc), max_of(tc));
+  const float2 sum =
+      block_reduce_pair(rescaled(own.x, hs, mx.x), rescaled(own.y, ts, mx.y), SumOp{});
   if (threadIdx.x != 0) return;
   bool drop_head;
   const float lse = row_logsumexp(mx, sum, split, drop_head);
-  const Cand c = drop_head ? tc : first_of(hc, tc);
-  indices[0] = c.i;
-  logprobs[0] = c.i >= 0 ? c.v - lse : kNegInf;
-  if (adv.state)
-    detail::advance_timestamp_rule_one(c.i, state, adv.next_state, adv.tokens, adv.rules, adv.width,
-                                       adv.params);
+  emit_choice(0, 1, 0, drop_head ? tc : first_of(hc, tc), lse, state, adv, logprobs, indices);
 }
 
 RuleAdvance rule_advance(const TimestampRuleAdvance* a) {
