@@ -21,6 +21,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/transpose.h"
+#include "whisper/encoder_graph.h"
 #include "whisper/model.h"
 
 namespace parley {
@@ -225,15 +226,19 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
   const int64_t n_ctx = c.n_audio_ctx;
   const DType dt = model.dtype();
 
-  // The mel on the model's device and dtype: [B, n_mels, frames]. A mel already on that
-  // device is converted (or copied) straight into the pooled tensor: a cast's temporary there
-  // would be a cudaMalloc and a cudaFree (which waits for the device) per window, 0.28 ms of
-  // idle GPU before the first convolution (bench/RESULTS.md).
-  Tensor mel_in = pool.alloc({b, c.n_mels, frames}, dt);
-  if (mel.device() == mel_in.device())
-    convert(mel, mel_in);
-  else
-    mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
+  // The mel on the model's device and dtype: [B, n_mels, frames]. One already so (the
+  // encoder graph's input, encoder_graph.h) is read as it is; one on that device in another
+  // dtype is converted straight into the pooled tensor: a cast's temporary there would be a
+  // cudaMalloc and a cudaFree (which waits for the device) per window, 0.28 ms of idle GPU
+  // before the first convolution (bench/RESULTS.md).
+  Tensor mel_in = mel;
+  if (mel.device() != model.device() || mel.dtype() != dt) {
+    mel_in = pool.alloc({b, c.n_mels, frames}, dt);
+    if (mel.device() == mel_in.device())
+      convert(mel, mel_in);
+    else
+      mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
+  }
 
   // Both convolutions write token-major rows with the bias and the GELU in the GEMM (on CUDA
   // one GEMM each, rows = output positions: ops/conv.h), so the second one's output is the
@@ -287,14 +292,20 @@ void WhisperSession::encode(const Tensor& mel) {
             "[whisper] encode: mel " + mel.describe() + ", expected f32[" +
                 std::to_string(c.n_mels) + ", " + std::to_string(frames) + "]");
   check_arg(is_float(mel.dtype()), "[whisper] encode: mel must be a float tensor");
-  encoder_forward(pool_, *model_, mel.reshape({1, c.n_mels, frames}), audio_features_);
-
   // Cross-attention K/V depend only on the audio: once per window, every decoder layer's
   // in one GEMM, token-major [1500, n_text_layer * 2d] as the decoder's attention reads it.
   MatmulOptions kv_opt;
   kv_opt.trans_b = true;
   kv_opt.bias = &w.decoder_cross_kv.bias;
-  matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
+  const auto pass = [&](Pool& pool, const Tensor& m) {
+    encoder_forward(pool, *model_, m, audio_features_);
+    matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
+  };
+  const Tensor mel_3d = mel.reshape({1, c.n_mels, frames});
+  if (encoder_graph_)  // CUDA: a graph from the second window on (encoder_graph.h)
+    encoder_graph_->run(mel_3d, pass);
+  else
+    pass(pool_, mel_3d);
   n_cached_ = 0;
   chain_next_ = -1;
   beam_chain_active_ = false;

@@ -91,6 +91,7 @@ void read_choices(const Tensor& ids, const Tensor& logprobs, std::vector<int32_t
 
 // Behind whisper_run_counters() (model.h).
 extern std::atomic<uint64_t> g_encoder_runs;
+extern std::atomic<uint64_t> g_encoder_graph_launches;
 extern std::atomic<uint64_t> g_decoder_runs;
 
 }  // namespace parley::whisper

@@ -18,17 +18,20 @@
 #include "io/safetensors.h"
 #include "whisper/decode_graphs.h"
 #include "whisper/encoder.h"
+#include "whisper/encoder_graph.h"
 #include "whisper/logit_filters.h"
 
 namespace parley {
 
 namespace whisper {
 std::atomic<uint64_t> g_encoder_runs{0};
+std::atomic<uint64_t> g_encoder_graph_launches{0};
 std::atomic<uint64_t> g_decoder_runs{0};
 }  // namespace whisper
 
 WhisperRunCounters whisper_run_counters() {
-  return {whisper::g_encoder_runs.load(), whisper::g_decoder_runs.load()};
+  return {whisper::g_encoder_runs.load(), whisper::g_decoder_runs.load(),
+          whisper::g_encoder_graph_launches.load()};
 }
 namespace {
 
@@ -284,6 +287,9 @@ WhisperSession::WhisperSession(std::shared_ptr<const WhisperModel> model)
     cuda::reserve_scratch(kScratchBytes);
     if (whisper::DecodeGraphs::enabled())
       graphs_ = std::make_shared<whisper::DecodeGraphs>(c.n_text_ctx, kRuleWidth);
+    if (whisper::EncoderGraph::enabled())
+      encoder_graph_ = std::make_shared<whisper::EncoderGraph>(
+          Shape{1, c.n_mels, 2 * int64_t(c.n_audio_ctx)}, dt);
   }
 }
 

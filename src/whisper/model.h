@@ -30,6 +30,7 @@ struct BeamStepRecord;    // beam_search.h
 
 namespace whisper {
 class DecodeGraphs;  // decode_graphs.h: CUDA graphs of decoder steps
+class EncoderGraph;  // encoder_graph.h: the CUDA graph of a session's encoder pass
 struct RowsInput;    // decode_graphs.h: a rows step's inputs
 class SuppressMask;  // encoder.h
 }  // namespace whisper
@@ -39,6 +40,8 @@ class SuppressMask;  // encoder.h
 struct WhisperRunCounters {
   uint64_t encoder_runs = 0;  // WhisperSession::encode calls
   uint64_t decoder_runs = 0;  // WhisperSession::decode calls
+  // encode calls that launched the session's captured encoder graph (encoder_graph.h)
+  uint64_t encoder_graph_launches = 0;
 };
 WhisperRunCounters whisper_run_counters();
 
@@ -316,7 +319,8 @@ class WhisperSession {
   Tensor cross_kv_;
   int n_cached_ = 0;
   bool encoded_ = false;
-  std::shared_ptr<whisper::DecodeGraphs> graphs_;  // CUDA only (null elsewhere)
+  std::shared_ptr<whisper::DecodeGraphs> graphs_;         // CUDA only (null elsewhere)
+  std::shared_ptr<whisper::EncoderGraph> encoder_graph_;  // CUDA only (null elsewhere)
 
   // Batched rows (fork / decode_rows / reorder_rows).
   struct RowCache {
