@@ -180,22 +180,32 @@ TEST(WhisperCuda, TinyEnJfkMatchesCpu) {
   check_against_cpu(kModelDir, jfk_window(80), {kSot, kNoTimestamps}, kEot, 40, false);
 }
 
+// A synthetic multilingual tiny (parley synth) in a temporary folder, removed with the object.
+struct SynthTiny {
+  explicit SynthTiny(const std::string& name, uint64_t seed)
+      : dir(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    SynthOptions o;
+    o.shape = "tiny";
+    o.seed = seed;
+    o.vocab_path = kData + "/whisper/multilingual.tiktoken";
+    write_synth_whisper(o, dir.string());
+  }
+  ~SynthTiny() { fs::remove_all(dir); }
+  SynthTiny(const SynthTiny&) = delete;
+  SynthTiny& operator=(const SynthTiny&) = delete;
+  fs::path dir;
+};
+
 TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   REQUIRE_CUDA();
-  const fs::path dir =
-      fs::temp_directory_path() / ("parley_cuda_synth_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  SynthOptions o;
-  o.shape = "tiny";
-  o.seed = 0;
-  o.vocab_path = kData + "/whisper/multilingual.tiktoken";
-  write_synth_whisper(o, dir.string());
-  const auto model = WhisperModel::load(dir.string());
+  const SynthTiny synth("parley_cuda_synth", 0);
+  const std::string dir = synth.dir.string();
+  const auto model = WhisperModel::load(dir);
   const WhisperTokenizer tok = load_tokenizer(*model);
   const std::vector<int32_t> prefix =
       initial_tokens(tok, DecodingOptions{}, "en", model->config().n_text_ctx);
-  check_against_cpu(dir.string(), jfk_window(model->config().n_mels), prefix, tok.eot(), 60, true);
-  fs::remove_all(dir);
+  check_against_cpu(dir, jfk_window(model->config().n_mels), prefix, tok.eot(), 60, true);
 }
 
 // A session whose decoder steps all run eagerly: made while PARLEY_CUDA_GRAPHS=0, which
@@ -272,15 +282,8 @@ TEST(WhisperCuda, GraphReplayMatchesEagerSteps) {
 TEST(WhisperCuda, EncoderGraphMatchesEagerPass) {
   REQUIRE_CUDA();
   if (!whisper::EncoderGraph::enabled()) GTEST_SKIP() << "encoder graphs are off";
-  const fs::path dir =
-      fs::temp_directory_path() / ("parley_encoder_graph_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  SynthOptions o;
-  o.shape = "tiny";
-  o.seed = 3;
-  o.vocab_path = kData + "/whisper/multilingual.tiktoken";
-  write_synth_whisper(o, dir.string());
-  const auto model = WhisperModel::load(dir.string(), {Device::cuda, DType::f16});
+  const SynthTiny synth("parley_encoder_graph", 3);
+  const auto model = WhisperModel::load(synth.dir.string(), {Device::cuda, DType::f16});
   const std::vector<int32_t> prefix =
       initial_tokens(load_tokenizer(*model), DecodingOptions{}, "en", model->config().n_text_ctx);
   const std::unique_ptr<WhisperSession> eager = session_without_graphs(model);
@@ -305,7 +308,6 @@ TEST(WhisperCuda, EncoderGraphMatchesEagerPass) {
     EXPECT_EQ(whisper_run_counters().encoder_graph_launches - launches, uint64_t(pass));
     ++pass;
   }
-  fs::remove_all(dir);
 }
 
 // Rows steps on CUDA replay graphs keyed by (offset, rows, k) (decode_graphs.h), reading the
