@@ -240,25 +240,27 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
       mel_in.copy_from(mel.dtype() == dt ? mel : mel.cast(dt));
   }
 
-  // Both convolutions write token-major rows with the bias and the GELU in the GEMM (on CUDA
-  // one GEMM each, rows = output positions: ops/conv.h), so the second one's output is the
-  // residual stream itself. PARLEY_CONV_TOKENS=0: channel-major convolutions and a permute
-  // (to compare).
+  // The second convolution writes token-major rows with the bias and the GELU in the GEMM
+  // (on CUDA one GEMM, rows = output positions: ops/conv.h), so its output is the residual
+  // stream itself. On CUDA the first one does too (the second then gathers its windows from
+  // token-major rows); the CPU convolves channel-major and would permute there and back.
+  // PARLEY_CONV_TOKENS=0: channel-major convolutions and a permute (to compare).
   static const bool tokens = env_switch_on("PARLEY_CONV_TOKENS");
+  const bool rows_between = tokens && model.device() == Device::cuda;
   Conv1dOptions conv1_opt;
   conv1_opt.padding = 1;
   conv1_opt.bias = &w.conv1_bias;
-  conv1_opt.tokens_out = tokens;
+  conv1_opt.tokens_out = rows_between;
   conv1_opt.gelu = true;
-  Tensor conv1_out = tokens ? pool.alloc({b, frames, d}, dt)   // [B, 3000, d]
-                            : pool.alloc({b, d, frames}, dt);  // [B, d, 3000]
+  Tensor conv1_out = rows_between ? pool.alloc({b, frames, d}, dt)   // [B, 3000, d]
+                                  : pool.alloc({b, d, frames}, dt);  // [B, d, 3000]
   conv1d(mel_in, w.conv1_weight, conv1_out, conv1_opt);
 
   Conv1dOptions conv2_opt;
   conv2_opt.stride = 2;
   conv2_opt.padding = 1;
   conv2_opt.bias = &w.conv2_bias;
-  conv2_opt.tokens_in = tokens;
+  conv2_opt.tokens_in = rows_between;
   conv2_opt.tokens_out = tokens;
   conv2_opt.gelu = true;
   Tensor x = pool.alloc({b * n_ctx, d}, dt);  // [B * 1500, d]

@@ -20,15 +20,16 @@ void EncoderGraph::run(const Tensor& mel, const std::function<void(Pool&, const 
   else
     mel_.copy_from(mel.dtype() == mel_.dtype() ? mel : mel.cast(mel_.dtype()));
   if (graph_ && generation_ != cuda::scratch_generation()) graph_.reset();
-  if (graph_) {
-    cuda::launch(*graph_);
-    g_encoder_graph_launches.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (failed_ || runs_++ == 0) {  // the first pass (or every one after a failed capture)
+  if (!graph_ && !failed_ && runs_++ > 0) capture(pass);
+  if (!graph_) {  // the first pass, or no graph came of the capture
     pass(pool_, mel_);
     return;
   }
+  cuda::launch(*graph_);
+  g_encoder_graph_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void EncoderGraph::capture(const std::function<void(Pool&, const Tensor&)>& pass) {
   generation_ = cuda::scratch_generation();
   cuda::begin_capture(true);
   try {
@@ -37,15 +38,9 @@ void EncoderGraph::run(const Tensor& mel, const std::function<void(Pool&, const 
   } catch (...) {
     cuda::abort_capture();
     failed_ = true;
-    graph_.reset();
   }
-  if (graph_ && generation_ == cuda::scratch_generation()) {
-    cuda::launch(*graph_);
-    g_encoder_graph_launches.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  graph_.reset();  // failed, or the scratch moved while capturing: this pass eagerly
-  pass(pool_, mel_);
+  // Failed, or the scratch moved while capturing: no graph (run() passes eagerly).
+  if (failed_ || generation_ != cuda::scratch_generation()) graph_.reset();
 }
 
 }  // namespace parley::whisper

@@ -43,10 +43,10 @@ class EncoderGraph {
   // must queue device work only and allocate only from `pool`.
   void run(const Tensor& mel, const std::function<void(Pool&, const Tensor&)>& pass);
 
-  // Whether the next run() replays a graph (for tests).
-  bool captured() const { return graph_ != nullptr; }
-
  private:
+  // Captures pass(pool_, mel_) into graph_ (left empty if that fails).
+  void capture(const std::function<void(Pool&, const Tensor&)>& pass);
+
   Pool pool_;
   Tensor mel_;
   std::shared_ptr<cuda::Graph> graph_;

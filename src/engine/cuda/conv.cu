@@ -91,6 +91,21 @@ void im2col(const Tensor& x, int64_t b0, int64_t batches, const ConvShape& s, bo
   check_launch("conv1d");
 }
 
+// The im2col of x in chunks of batches whose columns take at most kMaxColumnBytes of
+// scratch (token-major rows with `rows`): gemm(b0, nb, col) after each chunk's im2col.
+template <typename Gemm>
+void for_column_chunks(const Tensor& x, const ConvShape& s, bool tokens_in, bool rows, Gemm gemm) {
+  const int64_t batch = x.dim(0);
+  const int64_t per_batch = s.c_in * s.kernel * s.l_out * int64_t(dtype_size(x.dtype()));
+  const int64_t chunk = std::clamp<int64_t>(kMaxColumnBytes / per_batch, 1, batch);
+  Scratch col(size_t(chunk * per_batch));
+  for (int64_t b0 = 0; b0 < batch; b0 += chunk) {
+    const int64_t nb = std::min(chunk, batch - b0);
+    im2col(x, b0, nb, s, tokens_in, rows, col.data());
+    gemm(b0, nb, col.data());
+  }
+}
+
 // conv1d with a token-major output: [B * L_out, C_out] rows, one GEMM per chunk of batches.
 void conv1d_rows(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOptions& opt,
                  const ConvShape& s) {
@@ -105,17 +120,11 @@ void conv1d_rows(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dOpti
     cuda::matmul(x.reshape({batch * s.length, s.c_in}), w2, o2, mo);
     return;
   }
-  const int64_t per_batch = s.l_out * ck * int64_t(dtype_size(x.dtype()));
-  const int64_t chunk = std::clamp<int64_t>(kMaxColumnBytes / per_batch, 1, batch);
-  Scratch col(size_t(chunk * per_batch));
-  for (int64_t b0 = 0; b0 < batch; b0 += chunk) {
-    const int64_t nb = std::min(chunk, batch - b0);
-    im2col(x, b0, nb, s, opt.tokens_in, true, col.data());
-    const Tensor rows =
-        Tensor::view(col.data(), {nb * s.l_out, ck}, x.dtype(), Device::cuda, nullptr);
+  for_column_chunks(x, s, opt.tokens_in, true, [&](int64_t b0, int64_t nb, void* col) {
+    const Tensor rows = Tensor::view(col, {nb * s.l_out, ck}, x.dtype(), Device::cuda, nullptr);
     Tensor o2 = out.slice0(b0, b0 + nb).reshape({nb * s.l_out, c_out});
     cuda::matmul(rows, w2, o2, mo);
-  }
+  });
 }
 
 // conv1d with a channel-major output (bias only): strided-batched GEMMs of w against each
@@ -146,17 +155,12 @@ void conv1d_columns(const Tensor& x, const Tensor& w, Tensor& out, const Conv1dO
     gemm(g, kOp);
     return;
   }
-  const int64_t per_batch = ck * s.l_out * int64_t(dtype_size(x.dtype()));
-  const int64_t chunk = std::clamp<int64_t>(kMaxColumnBytes / per_batch, 1, batch);
-  Scratch col(size_t(chunk * per_batch));
-  for (int64_t b0 = 0; b0 < batch; b0 += chunk) {
-    const int64_t nb = std::min(chunk, batch - b0);
-    im2col(x, b0, nb, s, opt.tokens_in, false, col.data());
-    g.b = col.data();
+  for_column_chunks(x, s, opt.tokens_in, false, [&](int64_t b0, int64_t nb, void* col) {
+    g.b = col;
     g.c = static_cast<char*>(out.raw()) + size_t(b0 * c_out * s.l_out) * dtype_size(out.dtype());
     g.batch = nb;
     gemm(g, kOp);
-  }
+  });
 }
 
 }  // namespace
