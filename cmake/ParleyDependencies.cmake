@@ -67,6 +67,8 @@ endif()
 find_package(kissfft CONFIG REQUIRED COMPONENTS SHARED float)  # Debian ships the shared one
 # Tokenizers: PCRE2 (JIT) for the pre-tokenizer regexes.
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Tokenizers: utf8proc for the normalizers (NFC, NFKC).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 if(PARLEY_TESTS)
   find_package(GTest CONFIG REQUIRED)
 endif()

