@@ -126,7 +126,7 @@ int32_t draw_token(std::span<const float> logits, double u) {
   return last;  // u * total rounded up past the sum: the last candidate
 }
 
-int top_logprobs(std::span<const float> logits, double lse, int n, std::span<TokenLogprob> out) {
+int top_logprobs(std::span<const float> logits, double lse, int n, std::span<IdLogprob> out) {
   n = std::min({n, int(out.size()), int(logits.size())});
   if (n <= 0) return 0;
   // A sorted insertion list of at most n ids: O(vocab) when most tokens lose at once.

@@ -14,7 +14,7 @@
 
 namespace parley {
 
-struct TokenLogprob {
+struct IdLogprob {
   int32_t token = -1;
   float logprob = 0.0f;
 };
@@ -54,7 +54,7 @@ int32_t draw_token(std::span<const float> logits, double u);
 
 // The n (<= out.size(), <= 64) largest logits as (id, logit - lse), in the tie order above.
 // Returns how many were written: min(n, logits.size()).
-int top_logprobs(std::span<const float> logits, double lse, int n, std::span<TokenLogprob> out);
+int top_logprobs(std::span<const float> logits, double lse, int n, std::span<IdLogprob> out);
 
 // The number of tokens whose logit is at least logits[token], itself included (vLLM's rank:
 // batched_count_greater_than counts x >= value, so equal logits share the worse rank).

@@ -49,9 +49,9 @@ struct SampleResult {
   float logprob = 0.0f;  // with params.logprobs: the token's, in logprobs_mode's distribution
   int32_t rank = 0;      // with params.logprobs: the tokens at least as likely there (vLLM)
   int n_top = 0;         // top_logprobs entries in `top`
-  std::array<TokenLogprob, kMaxTopLogprobs> top{};  // by logprob desc, ties by lower id
+  std::array<IdLogprob, kMaxTopLogprobs> top{};  // by logprob desc, ties by lower id
   FinishReason finish = FinishReason::none;         // set when the token is accepted
-  std::span<const TokenLogprob> top_logprobs() const { return {top.data(), size_t(n_top)}; }
+  std::span<const IdLogprob> top_logprobs() const { return {top.data(), size_t(n_top)}; }
 };
 
 class RowSampling {

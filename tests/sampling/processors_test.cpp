@@ -206,7 +206,7 @@ TEST(LogitProcessors, LogprobsMatchADirectLogSoftmax) {
   for (float v : l) s += std::exp((long double)v - m);
   const long double lse = m + std::log(s);
   EXPECT_NEAR(logsumexp_f64(l), double(lse), 1e-12);
-  std::vector<TokenLogprob> top(20);
+  std::vector<IdLogprob> top(20);
   const int n = top_logprobs(l, logsumexp_f64(l), 20, top);
   ASSERT_EQ(n, 20);
   std::vector<int32_t> ids(l.size());

@@ -198,7 +198,7 @@ TEST(RowSampling, ProcessedLogprobsFollowVllmsOrder) {
   for (int id = 0; id < vocab; ++id) zf += keep[id] ? std::exp(l[id]) : 0.0;
   int n_kept = 0;
   ASSERT_EQ(r.n_top, vocab);
-  for (const TokenLogprob& t : r.top_logprobs()) {
+  for (const IdLogprob& t : r.top_logprobs()) {
     if (keep[t.token]) {
       ++n_kept;
       EXPECT_NEAR(t.logprob, l[t.token] - std::log(zf), 2e-6) << "token " << t.token;
@@ -220,7 +220,7 @@ TEST(RowSampling, ProcessedLogprobsFollowVllmsOrder) {
   const SampleResult rr = raw_row.sample(raw);
   double zr = 0;
   for (float v : raw) zr += std::exp(double(v));
-  for (const TokenLogprob& t : rr.top_logprobs()) {
+  for (const IdLogprob& t : rr.top_logprobs()) {
     EXPECT_NEAR(t.logprob, raw[t.token] - std::log(zr), 1e-6);
   }
   for (int j = 1; j < rr.n_top; ++j) EXPECT_GE(rr.top[j - 1].logprob, rr.top[j].logprob);
