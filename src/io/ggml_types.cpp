@@ -51,21 +51,46 @@ std::optional<DType> ggml_type_dtype(uint32_t id) {
   }
 }
 
+namespace {
+
+// The QuantType of `type` and the [rows, cols] that `shape` makes, checked against blocks.
+QuantMatrix checked_matrix(std::string_view op, uint32_t type, const Shape& shape,
+                           std::span<const uint8_t> blocks, std::shared_ptr<const void> owner) {
+  const auto t = quant_type_from_ggml(type);
+  check(
+      t.has_value(), ErrorKind::unsupported,
+      "[" + std::string(op) + "] ggml type " + ggml_type_name(type) +
+          " is not a supported block-quantized type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K)");
+  check_arg(shape.ndim() >= 1, "[" + std::string(op) + "] shape " + shape.str() + " has no dims");
+  const int64_t cols = shape[-1];
+  const int64_t rows = cols == 0 ? 0 : shape.numel() / cols;
+  return quant_matrix(*t, rows, cols, blocks.data(), int64_t(blocks.size()), std::move(owner),
+                      Device::cpu, op);
+}
+
+}  // namespace
+
+Tensor dequantize_ggml(uint32_t type, std::span<const uint8_t> blocks, const Shape& shape) {
+  const std::string op = "dequantize " + ggml_type_name(type);
+  const QuantMatrix m = checked_matrix(op, type, shape, blocks, nullptr);
+  Tensor out = Tensor::empty(shape, DType::f32);
+  dequantize_blocks(m.type, m.data, m.nbytes() / quant_format(m.type).block_bytes,
+                    out.data<float>());
+  return out;
+}
+
+QuantMatrix ggml_quant_matrix(uint32_t type, const Shape& shape, std::span<const uint8_t> blocks,
+                              std::shared_ptr<const void> owner) {
+  return checked_matrix("ggml_quant_matrix", type, shape, blocks, std::move(owner));
+}
+
 Tensor dequantize_q8_0(std::span<const uint8_t> blocks, const Shape& shape) {
   const auto n_blocks = int64_t(blocks.size() / kQ8_0BlockBytes);
   check_arg(blocks.size() % kQ8_0BlockBytes == 0 && shape.numel() == n_blocks * kQ8_0BlockSize,
             "[q8_0] " + std::to_string(blocks.size()) + " bytes of blocks do not hold shape " +
                 shape.str());
   Tensor out = Tensor::empty(shape, DType::f32);
-  float* dst = out.data<float>();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = blocks.data() + b * kQ8_0BlockBytes;
-    uint16_t d_bits;
-    std::memcpy(&d_bits, blk, 2);
-    const float d = f16_to_f32(d_bits);
-    const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-    for (int64_t i = 0; i < kQ8_0BlockSize; ++i) dst[b * kQ8_0BlockSize + i] = d * float(q[i]);
-  }
+  dequantize_blocks(QuantType::q8_0, blocks.data(), n_blocks, out.data<float>());
   return out;
 }
 

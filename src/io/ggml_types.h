@@ -1,6 +1,7 @@
 // ggml tensor types (the `ggml_type` enum shared by GGUF and whisper.cpp's legacy .bin):
 // names, block sizes and bytes per block, so readers can bounds-check tensors of any
-// known type, and the Q8_0 block format with its dequantization to f32.
+// known type, and the block-quantized types' dequantization to f32 and QuantMatrix views
+// (the block formats themselves are engine/quant.h's).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "engine/quant.h"
 #include "engine/tensor.h"
 
 namespace parley::io {
@@ -70,5 +72,16 @@ constexpr int64_t kQ8_0BlockBytes = 34;
 // Dequantizes `blocks` (whole Q8_0 blocks) into a new f32 CPU tensor of `shape`, whose
 // element count must be 32 * the number of blocks.
 Tensor dequantize_q8_0(std::span<const uint8_t> blocks, const Shape& shape);
+
+// The same for every block type engine/quant.h supports (q4_0, q4_1, q5_0, q5_1, q8_0,
+// q2_K .. q6_K): blocks of ggml type id `type` into a new f32 CPU tensor of `shape`, whose
+// last dimension must be a multiple of the block size and whose blocks must fill `blocks`
+// exactly. Other ids: Error(unsupported).
+Tensor dequantize_ggml(uint32_t type, std::span<const uint8_t> blocks, const Shape& shape);
+
+// A zero-copy QuantMatrix over a tensor's blocks (a GGUF tensor's raw() and the file's
+// owner): shape [..., K] becomes rows = numel / K, cols = K. Errors as dequantize_ggml.
+QuantMatrix ggml_quant_matrix(uint32_t type, const Shape& shape, std::span<const uint8_t> blocks,
+                              std::shared_ptr<const void> owner);
 
 }  // namespace parley::io

@@ -1,0 +1,528 @@
+// CPU matmul_quant (ops/quant_matmul.h): the f32 reference and the AVX2 8-bit fast path.
+// The fast path is llama.cpp's scheme written afresh: a's rows are quantized once per call
+// (QuantizedRows), each weight block is unpacked to bytes once and dotted with up to
+// kRowGroup activation rows (_mm256_maddubs_epi16 pairs, _mm256_madd_epi16 to int32), and
+// the int32 lanes are scaled into one f32 accumulator vector per row, summed at the end.
+// A row's arithmetic never depends on its group, so results are batch invariant.
+#include "engine/ops/quant_matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "engine/cpu/cpu_common.h"
+#include "engine/threadpool.h"
+
+#define PARLEY_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace parley::cpu {
+
+namespace {
+
+// Activation rows per weight-block unpack: 4 rows' accumulators and the unpacked weight
+// vectors fit the 16 ymm registers.
+constexpr int kRowGroup = 4;
+// Bytes ahead of the block being read that the kernels prefetch: the hardware prefetcher
+// alone left M = 1 well below the machine's plain streaming rate.
+constexpr int kPrefetch = 2048;
+
+// out (f32 dot) -> c[m, n] with the bias and beta of opt.
+inline void store(float* c, int64_t idx, float dot, const float* bias, int64_t n, float beta) {
+  float v = bias ? dot + bias[n] : dot;
+  c[idx] = beta != 0.0f ? v + beta * c[idx] : v;
+}
+
+// Rows of w per parallel_for chunk: about 64 KiB of weights per activation-row group.
+int64_t column_grain(const QuantMatrix& w, int64_t m) {
+  const int64_t groups = (m + kRowGroup - 1) / kRowGroup;
+  return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, w.row_bytes() * groups));
+}
+
+void matmul_reference(const Tensor& a, const QuantMatrix& w, Tensor& c,
+                      const MatmulQuantOptions& opt) {
+  const int64_t m = a.dim(0), n = w.rows, k = w.cols;
+  const int64_t nb = k / quant_format(w.type).block_size;
+  const float* pa = a.data<float>();
+  float* pc = c.data<float>();
+  const float* bias = opt.bias ? opt.bias->data<float>() : nullptr;
+  cpu_threads().parallel_for(n, column_grain(w, m), [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = n0; j < n1; ++j) {
+      dequantize_blocks(w.type, w.data + j * w.row_bytes(), nb, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        const float* x = pa + i * k;
+        float s = 0.0f;
+        for (int64_t t = 0; t < k; ++t) s += x[t] * row[size_t(t)];
+        store(pc, i * n + j, s, bias, j, opt.beta);
+      }
+    }
+  });
+}
+
+// ---- The fast path.
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+
+bool is_k_quant(QuantType t) { return quant_format(t).block_size == 256; }
+
+// a's rows in 8 bits: q [M, K] int8 in [-127, 127] with scale d per group of 32 (the 32-value
+// types) or 256 (the K-quants); s = d * sum(q) per 32 (for the q4_1 / q5_1 mins) and the
+// int16 sum of q per 16 (for the K-quants' mins and q6_K's offset).
+struct QuantizedRows {
+  int64_t k = 0;
+  int64_t group = 32;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<float> s;
+  std::vector<int16_t> bsums;
+  std::vector<int16_t> bsums32;  // the sum of q per 32
+  const int8_t* q_row(int64_t i) const { return q.data() + i * k; }
+  const float* d_row(int64_t i) const { return d.data() + i * (k / group); }
+  const float* s_row(int64_t i) const { return s.data() + i * (k / 32); }
+  const int16_t* bsums_row(int64_t i) const { return bsums.data() + i * (k / 16); }
+  const int16_t* bsums32_row(int64_t i) const { return bsums32.data() + i * (k / 32); }
+};
+
+PARLEY_AVX2 inline float hsum_ps(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+PARLEY_AVX2 inline int hsum_epi32(__m256i v) {
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(x);
+}
+
+PARLEY_AVX2 inline int hsum_epi32_128(__m128i x) {
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(x);
+}
+
+PARLEY_AVX2 inline float max_abs(const float* x, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8)
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+// 32 floats times id, rounded to int8 in order; the int32 sums of values 0..15 and 16..31.
+PARLEY_AVX2 inline void quantize32(const float* x, float id, int8_t* q, int& sum_lo, int& sum_hi) {
+  const __m256 mul = _mm256_set1_ps(id);
+  __m256i v[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m256 f = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), mul);
+    v[j] = _mm256_cvtps_epi32(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  sum_lo = hsum_epi32(_mm256_add_epi32(v[0], v[1]));
+  sum_hi = hsum_epi32(_mm256_add_epi32(v[2], v[3]));
+  // The packs interleave 128-bit lanes; the permute puts the 4-byte groups back in order.
+  const __m256i p =
+      _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+PARLEY_AVX2 void quantize_rows(const float* a, int64_t m, int64_t k, int64_t group,
+                               QuantizedRows& out) {
+  out.k = k;
+  out.group = group;
+  out.q.resize(size_t(m * k));
+  out.d.resize(size_t(m * (k / group)));
+  out.s.resize(size_t(m * (k / 32)));
+  out.bsums.resize(size_t(m * (k / 16)));
+  out.bsums32.resize(size_t(m * (k / 32)));
+  for (int64_t i = 0; i < m; ++i) {
+    const float* x = a + i * k;
+    for (int64_t g = 0; g < k / group; ++g) {
+      const float amax = max_abs(x + g * group, group);
+      const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      out.d[size_t(i * (k / group) + g)] = d;
+      for (int64_t b = g * group; b < (g + 1) * group; b += 32) {
+        int lo, hi;
+        quantize32(x + b, id, out.q.data() + i * k + b, lo, hi);
+        out.s[size_t(i * (k / 32) + b / 32)] = d * float(lo + hi);
+        out.bsums[size_t(i * (k / 16) + b / 16)] = int16_t(lo);
+        out.bsums[size_t(i * (k / 16) + b / 16 + 1)] = int16_t(hi);
+        out.bsums32[size_t(i * (k / 32) + b / 32)] = int16_t(lo + hi);
+      }
+    }
+  }
+}
+
+PARLEY_AVX2 inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+PARLEY_AVX2 inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// 16 bytes of nibbles as 32 bytes: low nibbles first (values 0..15), then the high ones.
+PARLEY_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(15));
+}
+
+// Bit i of the 32-bit qh as byte i: 0x10 when set, else 0.
+PARLEY_AVX2 inline __m256i high_bits32(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
+                                         0x0000000000000000);
+  const __m256i sel = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuf), sel);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(x, sel), _mm256_set1_epi8(0x10));
+}
+
+// The _mm256_shuffle_epi8 control that copies int16 word w of each lane to all 8 words.
+PARLEY_AVX2 inline __m256i word_bcast(int w) {
+  return _mm256_set1_epi16(int16_t(0x0100 + 0x0202 * w));
+}
+
+// 8 int32 lane sums of signed w times signed a (|a| <= 127, so the sign trick is exact).
+PARLEY_AVX2 inline __m256i dot_signed(__m256i w, __m256i a) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// The same for unsigned w (0..63) times signed a.
+PARLEY_AVX2 inline __m256i dot_unsigned(__m256i w, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
+}
+
+// ---- Kernels: out[r] = dot of weight row `w` (nb blocks) with activation row m0 + r.
+
+template <QuantType T, int R>
+PARLEY_AVX2 void dot_32(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
+                        float* out) {
+  constexpr int kBytes = quant_format(T).block_bytes;
+  constexpr bool kMin = T == QuantType::q4_1 || T == QuantType::q5_1;
+  // Even and odd blocks in two accumulators: one FMA chain would bound a row at one block
+  // per FMA latency.
+  __m256 acc[2][R];
+  float mins[R];
+  const int8_t* aq[R];
+  const float* ad[R];
+  const float* as[R];
+  for (int r = 0; r < R; ++r) {
+    acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+    mins[r] = 0.0f;
+    aq[r] = x.q_row(m0 + r);
+    ad[r] = x.d_row(m0 + r);
+    as[r] = x.s_row(m0 + r);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+    const float d = f16_at(blk);
+    __m256i q;
+    if constexpr (T == QuantType::q8_0) {
+      q = load256(blk + 2);
+    } else if constexpr (T == QuantType::q4_0) {
+      q = _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+    } else if constexpr (T == QuantType::q4_1) {
+      q = nibbles32(blk + 4);
+    } else if constexpr (T == QuantType::q5_0) {
+      q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), high_bits32(blk + 2)),
+                          _mm256_set1_epi8(16));
+    } else {
+      q = _mm256_or_si256(nibbles32(blk + 8), high_bits32(blk + 4));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = load256(aq[r] + 32 * b);
+      const __m256i s = kMin ? dot_unsigned(q, a) : dot_signed(q, a);
+      __m256& sum = acc[b & 1][r];
+      sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * ad[r][b]), sum);
+      if constexpr (kMin) mins[r] += f16_at(blk + 2) * as[r][b];
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_ps(_mm256_add_ps(acc[0][r], acc[1][r])) + mins[r];
+}
+
+// q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins.
+template <QuantType T, int R>
+PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
+                        float* out) {
+  constexpr bool kQ5 = T == QuantType::q5_k;
+  constexpr int kBytes = quant_format(T).block_bytes;
+  const __m256i low4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+  __m256 acc[R];
+  float mins[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    // The 8 scales and 8 mins, 6 bits each in 12 bytes (quant_k4_scale_min), four at a time.
+    uint32_t s3[3], sc[2], mn[2];
+    std::memcpy(s3, blk + 4, 12);
+    sc[0] = s3[0] & 0x3f3f3f3fu;
+    mn[0] = s3[1] & 0x3f3f3f3fu;
+    sc[1] = (s3[2] & 0x0f0f0f0fu) | (((s3[0] >> 6) & 0x03030303u) << 4);
+    mn[1] = ((s3[2] >> 4) & 0x0f0f0f0fu) | (((s3[1] >> 6) & 0x03030303u) << 4);
+    // The 8 scales as int16 in both 128-bit lanes; word_bcast picks one for all 16 lanes.
+    const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc[1]), int(sc[0])));
+    const __m256i scales = _mm256_set_m128i(sc8, sc8);
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
+    const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+    __m256i hb = kQ5 ? load256(blk + 16) : _mm256_setzero_si256();
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i raw = load256(qs + 32 * p);
+      __m256i lo = _mm256_and_si256(raw, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (kQ5) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        hb = _mm256_srli_epi16(hb, 1);
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        hb = _mm256_srli_epi16(hb, 1);
+      }
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, word_bcast(2 * p));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, word_bcast(2 * p + 1));
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = x.q_row(m0 + r) + 256 * b + 64 * p;
+        const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), s_lo);
+        const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), s_hi);
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(plo, phi));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float ad = x.d_row(m0 + r)[b];
+      const __m128i bs =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums32_row(m0 + r) + 8 * b));
+      const int msum = hsum_epi32_128(_mm_madd_epi16(mins16, bs));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
+      mins[r] += dmin * ad * float(msum);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - mins[r];
+}
+
+// q6_K: 16 groups of 16 with int8 scales; q - 32 as q times a minus 32 times a's sums.
+template <QuantType, int R>
+PARLEY_AVX2 void dot_q6_k(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
+                          float* out) {
+  const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
+  __m256 acc[R];
+  float offs[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    offs[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * 210;
+    for (int l = 0; l < 210; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + l, _MM_HINT_T0);
+    const float d = f16_at(blk + 208);
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = load256(blk + 64 * half), ql1 = load256(blk + 64 * half + 32);
+      const __m256i qh = load256(blk + 128 + 32 * half);
+      const __m128i sc8 =
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * half)));
+      const __m256i scales = _mm256_set_m128i(sc8, sc8);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i ql = k & 1 ? ql1 : ql0;
+        const __m256i lo =
+            k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), low2);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        // Values 0-15 of the 32 take scale 2k of this half, 16-31 scale 2k + 1.
+        const __m256i s = _mm256_shuffle_epi8(
+            scales, _mm256_set_m128i(_mm256_castsi256_si128(word_bcast(2 * k + 1)),
+                                     _mm256_castsi256_si128(word_bcast(2 * k))));
+        for (int r = 0; r < R; ++r) {
+          const __m256i a = load256(x.q_row(m0 + r) + 256 * b + 128 * half + 32 * k);
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), s));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float ad = x.d_row(m0 + r)[b];
+      const __m256i bs = load256(x.bsums_row(m0 + r) + 16 * b);
+      const int off = hsum_epi32(_mm256_madd_epi16(sc16, bs));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
+      offs[r] += d * ad * float(32 * off);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
+}
+
+// q2_K and q3_K: 16 groups of 16, 2-bit q (q3_K: plus the hmask bit, q - 4 unless set) with
+// 4-bit scale and min (q2_K) or a 6-bit signed scale (q3_K). q3_K's q + 4 (0..7) goes
+// through maddubs and 4 times the scaled sums of a come off.
+template <QuantType T, int R>
+PARLEY_AVX2 void dot_k23(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
+                         float* out) {
+  constexpr bool kQ3 = T == QuantType::q3_k;
+  constexpr int kBytes = quant_format(T).block_bytes;
+  const __m256i low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[R];
+  float offs[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    offs[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
+    float d, dmin = 0.0f;
+    __m128i sc8x16;  // the 16 scales as bytes
+    __m256i mins16 = _mm256_setzero_si256();
+    if constexpr (kQ3) {
+      d = f16_at(blk + 108);
+      uint32_t s3[3], sc[4];
+      std::memcpy(s3, blk + 96, 12);
+      sc[0] = (s3[0] & 0x0f0f0f0fu) | ((s3[2] & 0x03030303u) << 4);
+      sc[1] = (s3[1] & 0x0f0f0f0fu) | (((s3[2] >> 2) & 0x03030303u) << 4);
+      sc[2] = ((s3[0] >> 4) & 0x0f0f0f0fu) | (((s3[2] >> 4) & 0x03030303u) << 4);
+      sc[3] = ((s3[1] >> 4) & 0x0f0f0f0fu) | (((s3[2] >> 6) & 0x03030303u) << 4);
+      sc8x16 =
+          _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
+    } else {
+      d = f16_at(blk + 80);
+      dmin = f16_at(blk + 82);
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+      sc8x16 = _mm_and_si128(raw, _mm_set1_epi8(15));
+      mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8x16);  // q2_K's scales are below 16: no sign
+    const uint8_t* qs = blk + (kQ3 ? 32 : 16);
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i raw = load256(qs + 32 * half);
+      const __m256i hm = kQ3 ? load256(blk) : _mm256_setzero_si256();
+      const __m128i half_sc =
+          half ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16);
+      const __m256i scales = _mm256_set_m128i(half_sc, half_sc);
+      for (int k = 0; k < 4; ++k) {
+        __m256i q = _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * k)), low2);
+        if constexpr (kQ3) {
+          const __m256i bit =
+              _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * half + k)), one);
+          q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 2));
+        }
+        const __m256i s = _mm256_shuffle_epi8(
+            scales, _mm256_set_m128i(_mm256_castsi256_si128(word_bcast(2 * k + 1)),
+                                     _mm256_castsi256_si128(word_bcast(2 * k))));
+        for (int r = 0; r < R; ++r) {
+          const __m256i a = load256(x.q_row(m0 + r) + 256 * b + 128 * half + 32 * k);
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), s));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float ad = x.d_row(m0 + r)[b];
+      const __m256i bs = load256(x.bsums_row(m0 + r) + 16 * b);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
+      if constexpr (kQ3)
+        offs[r] += d * ad * float(4 * hsum_epi32(_mm256_madd_epi16(sc16, bs)));
+      else
+        offs[r] += dmin * ad * float(hsum_epi32(_mm256_madd_epi16(mins16, bs)));
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
+}
+
+using DotFn = void (*)(const uint8_t*, int64_t, const QuantizedRows&, int64_t, float*);
+
+// The kernel for type t and 1..kRowGroup rows.
+template <QuantType T>
+DotFn pick(int rows) {
+  auto table = []<int... R>(std::integer_sequence<int, R...>) {
+    if constexpr (T == QuantType::q4_k || T == QuantType::q5_k)
+      return std::array<DotFn, sizeof...(R)>{&dot_k4<T, R + 1>...};
+    else if constexpr (T == QuantType::q6_k)
+      return std::array<DotFn, sizeof...(R)>{&dot_q6_k<T, R + 1>...};
+    else if constexpr (T == QuantType::q2_k || T == QuantType::q3_k)
+      return std::array<DotFn, sizeof...(R)>{&dot_k23<T, R + 1>...};
+    else
+      return std::array<DotFn, sizeof...(R)>{&dot_32<T, R + 1>...};
+  }
+  (std::make_integer_sequence<int, kRowGroup>{});
+  return table[size_t(rows - 1)];
+}
+
+DotFn kernel(QuantType t, int rows) {
+  switch (t) {
+    case QuantType::q4_0: return pick<QuantType::q4_0>(rows);
+    case QuantType::q4_1: return pick<QuantType::q4_1>(rows);
+    case QuantType::q5_0: return pick<QuantType::q5_0>(rows);
+    case QuantType::q5_1: return pick<QuantType::q5_1>(rows);
+    case QuantType::q8_0: return pick<QuantType::q8_0>(rows);
+    case QuantType::q4_k: return pick<QuantType::q4_k>(rows);
+    case QuantType::q5_k: return pick<QuantType::q5_k>(rows);
+    case QuantType::q6_k: return pick<QuantType::q6_k>(rows);
+    case QuantType::q2_k: return pick<QuantType::q2_k>(rows);
+    case QuantType::q3_k: return pick<QuantType::q3_k>(rows);
+  }
+  return nullptr;
+}
+
+void matmul_fast(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQuantOptions& opt) {
+  const int64_t m = a.dim(0), n = w.rows, k = w.cols;
+  const QuantFormat& f = quant_format(w.type);
+  const int64_t nb = k / f.block_size;
+  // Reused across calls on this thread: no allocation per decode step once warm.
+  thread_local QuantizedRows rows;
+  quantize_rows(a.data<float>(), m, k, is_k_quant(w.type) ? 256 : 32, rows);
+  DotFn fns[kRowGroup];
+  for (int r = 0; r < kRowGroup; ++r) fns[r] = kernel(w.type, r + 1);
+  float* pc = c.data<float>();
+  const float* bias = opt.bias ? opt.bias->data<float>() : nullptr;
+  const QuantizedRows& x = rows;
+  cpu_threads().parallel_for(n, column_grain(w, m), [&](int64_t n0, int64_t n1) {
+    float out[kRowGroup];
+    for (int64_t j = n0; j < n1; ++j) {
+      const uint8_t* wrow = w.data + j * w.row_bytes();
+      for (int64_t i = 0; i < m; i += kRowGroup) {
+        const int r = int(std::min<int64_t>(kRowGroup, m - i));
+        fns[r - 1](wrow, nb, x, i, out);
+        for (int t = 0; t < r; ++t) store(pc, (i + t) * n + j, out[t], bias, j, opt.beta);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool quant_fast_path(QuantType) { return cpu_has_avx2(); }
+
+void matmul_quant(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQuantOptions& opt) {
+  if (opt.reference || !cpu::quant_fast_path(w.type))
+    matmul_reference(a, w, c, opt);
+  else
+    matmul_fast(a, w, c, opt);
+}
+
+}  // namespace parley::cpu

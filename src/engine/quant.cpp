@@ -1,0 +1,189 @@
+// Block dequantization on the host (per block, the arithmetic of quant_value in quant.h)
+// and the QuantMatrix helpers.
+#include "engine/quant.h"
+
+#include "engine/error.h"
+#include "engine/tensor.h"
+
+namespace parley {
+
+namespace {
+
+// 16 values of nibbles: out[i] = low nibble of qs[i], out[16 + i] = high nibble.
+inline void split_nibbles16(const uint8_t* qs, int* q) {
+  for (int i = 0; i < 16; ++i) {
+    q[i] = qs[i] & 15;
+    q[16 + i] = qs[i] >> 4;
+  }
+}
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void dq_q4_0(const uint8_t* b, float* y) {
+  const float d = quant_f16(b);
+  int q[32];
+  split_nibbles16(b + 2, q);
+  for (int i = 0; i < 32; ++i) y[i] = d * float(q[i] - 8);
+}
+
+void dq_q4_1(const uint8_t* b, float* y) {
+  const float d = quant_f16(b), m = quant_f16(b + 2);
+  int q[32];
+  split_nibbles16(b + 4, q);
+  for (int i = 0; i < 32; ++i) y[i] = d * float(q[i]) + m;
+}
+
+void dq_q5_0(const uint8_t* b, float* y) {
+  const float d = quant_f16(b);
+  const uint32_t qh = load_u32(b + 2);
+  int q[32];
+  split_nibbles16(b + 6, q);
+  for (int i = 0; i < 32; ++i) y[i] = d * float((q[i] | int((qh >> i) & 1) << 4) - 16);
+}
+
+void dq_q5_1(const uint8_t* b, float* y) {
+  const float d = quant_f16(b), m = quant_f16(b + 2);
+  const uint32_t qh = load_u32(b + 4);
+  int q[32];
+  split_nibbles16(b + 8, q);
+  for (int i = 0; i < 32; ++i) y[i] = d * float(q[i] | int((qh >> i) & 1) << 4) + m;
+}
+
+void dq_q8_0(const uint8_t* b, float* y) {
+  const float d = quant_f16(b);
+  for (int i = 0; i < 32; ++i) y[i] = float(int8_t(b[2 + i])) * d;
+}
+
+void dq_q2_k(const uint8_t* b, float* y) {
+  const float d = quant_f16(b + 80), dmin = quant_f16(b + 82);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* qs = b + 16 + 32 * half;
+    for (int s = 0; s < 4; ++s) {
+      for (int g = 0; g < 2; ++g) {  // two groups of 16 with their own scale
+        const int sc = b[8 * half + 2 * s + g];
+        const float dl = d * float(sc & 15), ml = dmin * float(sc >> 4);
+        for (int l = 16 * g; l < 16 * g + 16; ++l) *y++ = dl * float((qs[l] >> (2 * s)) & 3) - ml;
+      }
+    }
+  }
+}
+
+void dq_q3_k(const uint8_t* b, float* y) {
+  const float d = quant_f16(b + 108);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* qs = b + 32 + 32 * half;
+    for (int s = 0; s < 4; ++s) {
+      const int hshift = 4 * half + s;
+      for (int g = 0; g < 2; ++g) {
+        const float dl = d * float(quant_k3_scale(b + 96, 8 * half + 2 * s + g));
+        for (int l = 16 * g; l < 16 * g + 16; ++l) {
+          const int lo = (qs[l] >> (2 * s)) & 3;
+          *y++ = dl * float(lo - (((b[l] >> hshift) & 1) ? 0 : 4));
+        }
+      }
+    }
+  }
+}
+
+// q4_K and q5_K: 8 groups of 32, (d * sc) * q - (dmin * mn); qh null for q4_K.
+void dq_k4(const uint8_t* b, const uint8_t* qs, const uint8_t* qh, float* y) {
+  const float d = quant_f16(b), dmin = quant_f16(b + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, mn;
+    quant_k4_scale_min(b + 4, j, sc, mn);
+    const float dl = d * float(sc), ml = dmin * float(mn);
+    const uint8_t* q = qs + 32 * (j / 2);
+    const int shift = 4 * (j & 1);
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 15;
+      if (qh) v |= ((qh[l] >> j) & 1) << 4;
+      *y++ = dl * float(v) - ml;
+    }
+  }
+}
+
+void dq_q6_k(const uint8_t* b, float* y) {
+  const float d = quant_f16(b + 208);
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = b + 64 * half;
+    const uint8_t* qh = b + 128 + 32 * half;
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lb = ql[(k & 1) * 32 + l];
+        const int lo = k < 2 ? (lb & 15) : (lb >> 4);
+        const int hi = (qh[l] >> (2 * k)) & 3;
+        const float dl = d * float(sc[8 * half + 2 * k + l / 16]);
+        *y++ = dl * float((lo | (hi << 4)) - 32);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<QuantType> quant_type_from_ggml(uint32_t ggml_id) {
+  for (int t = 0; t < kQuantTypeCount; ++t)
+    if (kQuantFormats[t].ggml_id == ggml_id) return QuantType(t);
+  return std::nullopt;
+}
+
+void dequantize_blocks(QuantType t, const uint8_t* blocks, int64_t n_blocks, float* out) {
+  const QuantFormat& f = quant_format(t);
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const uint8_t* b = blocks + i * f.block_bytes;
+    float* y = out + i * f.block_size;
+    switch (t) {
+      case QuantType::q4_0: dq_q4_0(b, y); break;
+      case QuantType::q4_1: dq_q4_1(b, y); break;
+      case QuantType::q5_0: dq_q5_0(b, y); break;
+      case QuantType::q5_1: dq_q5_1(b, y); break;
+      case QuantType::q8_0: dq_q8_0(b, y); break;
+      case QuantType::q2_k: dq_q2_k(b, y); break;
+      case QuantType::q3_k: dq_q3_k(b, y); break;
+      case QuantType::q4_k: dq_k4(b, b + 16, nullptr, y); break;
+      case QuantType::q5_k: dq_k4(b, b + 48, b + 16, y); break;
+      case QuantType::q6_k: dq_q6_k(b, y); break;
+    }
+  }
+}
+
+std::string QuantMatrix::describe() const {
+  return std::string(quant_type_name(type)) + "[" + std::to_string(rows) + ", " +
+         std::to_string(cols) + "] " + std::string(device_name(device));
+}
+
+QuantMatrix quant_matrix(QuantType t, int64_t rows, int64_t cols, const void* data, int64_t bytes,
+                         std::shared_ptr<const void> owner, Device device,
+                         std::string_view source) {
+  const QuantFormat& f = quant_format(t);
+  const std::string what = "[" + std::string(source) + "] " + f.name + "[" + std::to_string(rows) +
+                           ", " + std::to_string(cols) + "]";
+  check_arg(rows >= 0 && cols >= 0, what + ": negative size");
+  check_arg(cols % f.block_size == 0,
+            what + ": cols must be a multiple of the block size " + std::to_string(f.block_size));
+  QuantMatrix m{t, rows, cols, static_cast<const uint8_t*>(data), std::move(owner), device};
+  check_arg(bytes == m.nbytes(),
+            what + " needs " + std::to_string(m.nbytes()) + " bytes, got " + std::to_string(bytes));
+  check_arg(data != nullptr || bytes == 0, what + ": no data");
+  return m;
+}
+
+QuantMatrix quant_matrix_to(const QuantMatrix& m, Device device) {
+  const int64_t n = m.nbytes();
+  // The bytes as an i8 tensor, so device memory comes from (and is counted by) Tensor.
+  auto store = std::make_shared<Tensor>(Tensor::empty({n}, DType::i8, device));
+  const Tensor src = Tensor::view(const_cast<uint8_t*>(m.data), {n}, DType::i8, m.device, m.owner);
+  store->copy_from(src);
+  QuantMatrix out = m;
+  out.data = static_cast<const uint8_t*>(store->raw());
+  out.owner = store;
+  out.device = device;
+  return out;
+}
+
+}  // namespace parley
