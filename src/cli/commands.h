@@ -17,5 +17,8 @@ void add_whisper_command(CLI::App& app);
 void add_bench_whisper_subcommand(CLI::App& bench);
 // `bench batch` (bench_batch.cpp), likewise.
 void add_bench_batch_subcommand(CLI::App& bench);
+// `synth llm` (synth_llm.cpp) under `synth`, and `llm dump` (llm_dump.cpp).
+void add_synth_llm_subcommand(CLI::App& synth);
+void add_llm_command(CLI::App& app);
 
 }  // namespace parley::cli

@@ -1,0 +1,26 @@
+// The cuda:: entry points of the chat-model ops (rope, paged attention, glu) for a build
+// without CUDA: each throws "built without CUDA" (as no_cuda/stubs.cpp).
+#include "engine/error.h"
+#include "engine/ops/glu.h"
+#include "engine/ops/paged_attention.h"
+#include "engine/ops/rope.h"
+
+namespace parley::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  throw Error(ErrorKind::unsupported, std::string("[") + op + "] parley was built without CUDA");
+}
+}  // namespace
+
+void rope(Tensor&, const Tensor&, const Tensor&) { no_cuda("rope"); }
+void paged_attention(const Tensor&, const Tensor&, const Tensor&, std::span<const PagedRow>,
+                     Tensor&, const PagedAttentionOptions&) {
+  no_cuda("paged_attention");
+}
+void paged_kv_write(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  no_cuda("paged_kv_write");
+}
+void glu(const Tensor&, const Tensor&, GluActivation, Tensor&) { no_cuda("glu"); }
+
+}  // namespace parley::cuda

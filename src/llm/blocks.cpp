@@ -1,0 +1,205 @@
+// Shared decoder-layer blocks (see blocks.h).
+#include "llm/blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/ops/matmul.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/rope.h"
+
+namespace parley {
+
+LayerWeights load_layer(const TensorSource& src, const std::string& prefix, const LlmConfig& c,
+                        const FamilySpec& spec, int64_t layer) {
+  const std::string p = prefix + "model.layers." + std::to_string(layer) + ".";
+  const int64_t h = c.hidden_size, d = c.head_dim, qd = c.n_heads * d, kvd = c.n_kv_heads * d;
+  auto norm = [&](const std::string& name, int64_t n) {
+    return spec.norm_plus_one ? src.get_plus_one(p + name + ".weight", {n})
+                              : src.get(p + name + ".weight", {n});
+  };
+  LayerWeights w;
+  w.attn_norm = norm("input_layernorm", h);
+  w.q = src.get(p + "self_attn.q_proj.weight", {qd, h});
+  w.k = src.get(p + "self_attn.k_proj.weight", {kvd, h});
+  w.v = src.get(p + "self_attn.v_proj.weight", {kvd, h});
+  w.o = src.get(p + "self_attn.o_proj.weight", {h, qd});
+  if (spec.qkv_bias) {
+    w.q_bias = src.get(p + "self_attn.q_proj.bias", {qd});
+    w.k_bias = src.get(p + "self_attn.k_proj.bias", {kvd});
+    w.v_bias = src.get(p + "self_attn.v_proj.bias", {kvd});
+  }
+  if (spec.o_bias) w.o_bias = src.get(p + "self_attn.o_proj.bias", {h});
+  if (spec.qk_norm) {
+    w.q_norm = norm("self_attn.q_norm", d);
+    w.k_norm = norm("self_attn.k_norm", d);
+  }
+  if (spec.sandwich_norms) {
+    w.attn_out_norm = norm("post_attention_layernorm", h);
+    w.mlp_out_norm = norm("post_feedforward_layernorm", h);
+  }
+  w.mlp_norm = norm(spec.mlp_norm, h);
+  if (!c.is_moe_layer(layer)) {
+    const int64_t i = c.intermediate_size;
+    w.gate = src.get(p + "mlp.gate_proj.weight", {i, h});
+    w.up = src.get(p + "mlp.up_proj.weight", {i, h});
+    w.down = src.get(p + "mlp.down_proj.weight", {h, i});
+    return w;
+  }
+  const int64_t e = c.num_experts, i = c.moe_intermediate_size;
+  w.router = src.get(p + "mlp.gate.weight", {e, h});
+  // Hugging Face stores experts one by one; mlx-lm's sanitize stacks them as switch_mlp.
+  const bool stacked = src.has(p + "mlp.switch_mlp.gate_proj.weight");
+  Tensor sg, su, sd;
+  if (stacked) {
+    sg = src.get(p + "mlp.switch_mlp.gate_proj.weight", {e, i, h});
+    su = src.get(p + "mlp.switch_mlp.up_proj.weight", {e, i, h});
+    sd = src.get(p + "mlp.switch_mlp.down_proj.weight", {e, h, i});
+  }
+  for (int64_t x = 0; x < e; ++x) {
+    ExpertWeights ew;
+    if (stacked) {
+      ew.gate = sg.slice0(x, x + 1).reshape({i, h});
+      ew.up = su.slice0(x, x + 1).reshape({i, h});
+      ew.down = sd.slice0(x, x + 1).reshape({h, i});
+    } else {
+      const std::string q = p + "mlp.experts." + std::to_string(x) + ".";
+      ew.gate = src.get(q + "gate_proj.weight", {i, h});
+      ew.up = src.get(q + "up_proj.weight", {i, h});
+      ew.down = src.get(q + "down_proj.weight", {h, i});
+    }
+    w.experts.push_back(std::move(ew));
+  }
+  return w;
+}
+
+namespace {
+
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  MatmulOptions opt;
+  opt.trans_b = true;
+  if (bias.defined() && bias.numel() > 0) opt.bias = &bias;
+  matmul(x, w, out, opt);
+}
+
+}  // namespace
+
+void attention_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w,
+                     int64_t layer, const Tensor& x, const StepInputs& step, const Tensor& inv_freq,
+                     KvCache& cache, Pool& pool, Tensor& out) {
+  const int64_t t = x.dim(0), d = c.head_dim, hq = c.n_heads, hkv = c.n_kv_heads;
+  Tensor q = pool.alloc({t, hq * d}, DType::f32);
+  Tensor k = pool.alloc({t, hkv * d}, DType::f32);
+  Tensor v = pool.alloc({t, hkv * d}, DType::f32);
+  linear(x, w.q, w.q_bias, q);
+  linear(x, w.k, w.k_bias, k);
+  linear(x, w.v, w.v_bias, v);
+  Tensor q3 = q.reshape({t, hq, d}), k3 = k.reshape({t, hkv, d}), v3 = v.reshape({t, hkv, d});
+  if (spec.qk_norm) {
+    Tensor qf = q.reshape({t * hq, d}), kf = k.reshape({t * hkv, d});
+    rms_norm(qf, w.q_norm, c.rms_norm_eps, qf);
+    rms_norm(kf, w.k_norm, c.rms_norm_eps, kf);
+  }
+  rope(q3, *step.positions, inv_freq);
+  rope(k3, *step.positions, inv_freq);
+  paged_kv_write(k3, v3, *step.slots, cache.k(layer), cache.v(layer));
+  PagedAttentionOptions opt;
+  opt.scale = c.query_pre_attn_scalar > 0 ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
+                                          : 1.0f / std::sqrt(float(d));
+  opt.sliding_window = c.is_sliding_layer(layer) ? c.sliding_window : 0;
+  opt.softcap = c.attn_logit_softcapping;
+  Tensor attn = pool.alloc({t, hq, d}, DType::f32);
+  paged_attention(q3, cache.k(layer), cache.v(layer), step.rows, attn, opt);
+  linear(attn.reshape({t, hq * d}), w.o, w.o_bias, out);
+}
+
+void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, const Tensor& down,
+               const Tensor& x, Pool& pool, Tensor& out) {
+  const int64_t t = x.dim(0), i = gate.dim(0);
+  Tensor g = pool.alloc({t, i}, DType::f32);
+  Tensor u = pool.alloc({t, i}, DType::f32);
+  linear(x, gate, Tensor(), g);
+  linear(x, up, Tensor(), u);
+  glu(g, u, spec.act, g);
+  linear(g, down, Tensor(), out);
+}
+
+void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w, const Tensor& x,
+               Pool& pool, Tensor& out) {
+  const int64_t t = x.dim(0), h = x.dim(1), n_exp = c.num_experts, top_k = c.num_experts_per_tok;
+  Tensor router = pool.alloc({t, n_exp}, DType::f32);
+  linear(x, w.router, Tensor(), router);
+  // Routing: per token its k experts (expert-major lists built by counting sort).
+  Tensor choice = pool.alloc({t * top_k}, DType::i32);
+  Tensor weight = pool.alloc({t * top_k}, DType::f32);
+  Tensor counts = pool.alloc({n_exp + 1}, DType::i32);
+  Tensor order = pool.alloc({t * top_k}, DType::i32);  // (token * top_k + j) by expert
+  int32_t* ch = choice.data<int32_t>();
+  float* wt = weight.data<float>();
+  int32_t* cnt = counts.data<int32_t>();
+  std::fill(cnt, cnt + n_exp + 1, 0);
+  for (int64_t tok = 0; tok < t; ++tok) {
+    float* p = router.data<float>() + tok * n_exp;
+    const float m = *std::max_element(p, p + n_exp);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n_exp; ++e) sum += (p[e] = std::exp(p[e] - m));
+    for (int64_t e = 0; e < n_exp; ++e) p[e] /= sum;
+    int32_t* sel = ch + tok * top_k;
+    // Top-k by probability; the lower expert index wins a tie.
+    for (int64_t j = 0; j < top_k; ++j) {
+      int32_t best = -1;
+      for (int32_t e = 0; e < int32_t(n_exp); ++e) {
+        if (std::find(sel, sel + j, e) != sel + j) continue;
+        if (best < 0 || p[e] > p[best]) best = e;
+      }
+      sel[j] = best;
+    }
+    std::sort(sel, sel + top_k);  // ascending expert order for a fixed summation order
+    float norm = 0.0f;
+    for (int64_t j = 0; j < top_k; ++j) norm += p[sel[j]];
+    for (int64_t j = 0; j < top_k; ++j)
+      wt[tok * top_k + j] = c.norm_topk_prob ? p[sel[j]] / norm : p[sel[j]];
+    for (int64_t j = 0; j < top_k; ++j) ++cnt[sel[j] + 1];
+  }
+  for (int64_t e = 0; e < n_exp; ++e) cnt[e + 1] += cnt[e];
+  {
+    Tensor fill = pool.alloc({n_exp}, DType::i32);
+    int32_t* f = fill.data<int32_t>();
+    std::copy(cnt, cnt + n_exp, f);
+    // Token-major traversal keeps each expert's list in token order.
+    for (int64_t a = 0; a < t * top_k; ++a) order.data<int32_t>()[f[ch[a]]++] = int32_t(a);
+  }
+  // Each expert on its tokens; per-token contributions land in `contrib` slot (tok, j) and
+  // are summed in j order (= ascending expert) afterwards.
+  Tensor xe = pool.alloc({t * top_k, h}, DType::f32);
+  Tensor ye = pool.alloc({t * top_k, h}, DType::f32);
+  Tensor contrib = pool.alloc({t * top_k, h}, DType::f32);
+  const int32_t* ord = order.data<int32_t>();
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const int64_t b = cnt[e], n = cnt[e + 1] - cnt[e];
+    if (n == 0) continue;
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(xe.data<float>() + r * h, x.data<float>() + (ord[b + r] / top_k) * h,
+                  size_t(h) * sizeof(float));
+    Tensor xin = xe.slice0(0, n), yout = ye.slice0(0, n);
+    const ExpertWeights& ew = w.experts[size_t(e)];
+    mlp_block(spec, ew.gate, ew.up, ew.down, xin, pool, yout);
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(contrib.data<float>() + ord[b + r] * h, yout.data<float>() + r * h,
+                  size_t(h) * sizeof(float));
+  }
+  float* po = out.data<float>();
+  for (int64_t tok = 0; tok < t; ++tok) {
+    float* o = po + tok * h;
+    std::fill(o, o + h, 0.0f);
+    for (int64_t j = 0; j < top_k; ++j) {
+      const float s = wt[tok * top_k + j];
+      const float* y = contrib.data<float>() + (tok * top_k + j) * h;
+      for (int64_t i = 0; i < h; ++i) o[i] += s * y[i];
+    }
+  }
+}
+
+}  // namespace parley

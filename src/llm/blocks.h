@@ -1,0 +1,44 @@
+// The shared pieces of every family's decoder layer (llama.cpp's build_attn / build_ffn):
+// weight loading by role, the attention block over the paged cache, the gated MLP and the
+// routed-experts MLP. Family files (families/) only set the FamilySpec flags these read.
+// Shapes: T tokens of the batch, H hidden, Hq / Hkv heads of D, I intermediate.
+#pragma once
+
+#include <span>
+
+#include "engine/ops/paged_attention.h"
+#include "engine/pool.h"
+#include "llm/config.h"
+#include "llm/families/families.h"
+#include "llm/kv_cache.h"
+#include "llm/weights.h"
+
+namespace parley {
+
+// The tensors of layer `layer` as the family names them (prefix: "" or "language_model.").
+LayerWeights load_layer(const TensorSource& src, const std::string& prefix, const LlmConfig& config,
+                        const FamilySpec& spec, int64_t layer);
+
+// What every layer of one forward call shares.
+struct StepInputs {
+  const Tensor* positions;  // i32 [T]
+  const Tensor* slots;      // i32 [T]: the cache slot of each new token
+  std::span<const PagedRow> rows;
+};
+
+// out [T, H] = o_proj(attention(x [T, H])); writes the new keys and values into `cache`.
+void attention_block(const LlmConfig& config, const FamilySpec& spec, const LayerWeights& w,
+                     int64_t layer, const Tensor& x, const StepInputs& step, const Tensor& inv_freq,
+                     KvCache& cache, Pool& pool, Tensor& out);
+
+// out [T, H] = down(act(gate x) * up x).
+void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, const Tensor& down,
+               const Tensor& x, Pool& pool, Tensor& out);
+
+// out [T, H] = sum over the token's top-k experts e of p_e * expert_e(x); p from the
+// softmax router (renormalized over the k with norm_topk_prob). Each token's sum runs in
+// ascending expert order.
+void moe_block(const LlmConfig& config, const FamilySpec& spec, const LayerWeights& w,
+               const Tensor& x, Pool& pool, Tensor& out);
+
+}  // namespace parley

@@ -1,0 +1,67 @@
+// LlmModel: a chat model's immutable weights and its batched forward pass over ragged rows
+// with a paged KV cache (DESIGN.md section 8). The forward never sees a request: each row
+// brings its new tokens, the position of the first, its block table, and whether it wants
+// logits. Per-call state lives in KvCache (the keys and values) and ForwardScratch (a
+// Pool for intermediates: after the first call of a batch shape, a call of the same shape
+// makes no system allocation).
+//
+// Parity path: all weights are f32 in memory (16-bit safetensors are widened once at load;
+// f32 files are zero-copy views of the mapped file) and every op computes in f32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/ops/paged_attention.h"
+#include "engine/pool.h"
+#include "engine/tensor.h"
+#include "llm/config.h"
+#include "llm/kv_cache.h"
+#include "llm/weights.h"
+
+namespace parley {
+
+struct BatchRow {
+  std::span<const int32_t> tokens;       // new tokens, at positions start_pos, start_pos + 1, ..
+  int32_t start_pos = 0;                 // positions before it are already in the cache
+  std::span<const int32_t> block_table;  // KV blocks covering [0, start_pos + tokens.size())
+  bool want_logits = true;               // logits of the row's last token
+  bool logits_all = false;               // logits of every new token (prefill parity checks)
+};
+
+struct Batch {
+  std::vector<BatchRow> rows;
+};
+
+// Reusable per-caller state of forward(): keep one per engine thread.
+struct ForwardScratch {
+  ForwardScratch() : pool(Device::cpu) {}
+  Pool pool;
+  std::vector<PagedRow> paged;      // rows as the attention op takes them
+  std::vector<int64_t> logit_rows;  // token indices whose logits are returned
+};
+
+class LlmModel {
+ public:
+  // DIR/config.json and DIR/model.safetensors, or the shards that
+  // DIR/model.safetensors.index.json lists.
+  static LlmModel load(const std::string& dir);
+  LlmModel(LlmConfig config, LlmWeights weights);
+
+  const LlmConfig& config() const { return config_; }
+  const LlmWeights& weights() const { return weights_; }
+
+  // logits: f32 [n, vocab] (from the scratch pool), n = the logits the rows ask for, in row
+  // order: every new token of a logits_all row, else the last token of a want_logits row.
+  void forward(const Batch& batch, KvCache& cache, Tensor& logits, ForwardScratch& scratch) const;
+
+ private:
+  LlmConfig config_;
+  LlmWeights weights_;
+  Tensor inv_freq_global_, inv_freq_local_;  // f32 [head_dim / 2] (ops/rope.h)
+};
+
+}  // namespace parley
