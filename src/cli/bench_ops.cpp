@@ -245,6 +245,7 @@ void add_bench_command(CLI::App& app) {
   ops->callback([opt] { run_bench_ops(*opt); });
   add_bench_whisper_subcommand(*bench);
   add_bench_batch_subcommand(*bench);
+  add_bench_llm_subcommand(*bench);
 }
 
 }  // namespace parley::cli

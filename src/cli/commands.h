@@ -20,5 +20,9 @@ void add_bench_batch_subcommand(CLI::App& bench);
 // `synth llm` (synth_llm.cpp) under `synth`, and `llm dump` (llm_dump.cpp).
 void add_synth_llm_subcommand(CLI::App& synth);
 void add_llm_command(CLI::App& app);
+// `bench llm` (bench_llm.cpp), under `bench`.
+void add_bench_llm_subcommand(CLI::App& bench);
+// `generate` and `chat` (generate.cpp).
+void add_generate_commands(CLI::App& app);
 
 }  // namespace parley::cli

@@ -1,5 +1,7 @@
 // `parley inspect [PATH]`: what a model file or folder holds (format, metadata, tensors),
 // as text or JSON. Without PATH it reads the built-in default model.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -7,7 +9,11 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "engine/error.h"
 #include "io/model_file.h"
+#include "llm/config.h"
+#include "text/jinja/chat_template.h"
+#include "text/tokenizer.h"
 #include "whisper/model.h"
 
 namespace parley::cli {
@@ -25,17 +31,61 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// A chat model's summary when PATH is a folder whose config.json names a chat family
+// (null otherwise): the resolved hyper-parameters, the tokenizer and the template.
+nlohmann::json chat_model_summary(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::ifstream in(fs::path(path) / "config.json");
+  if (!fs::is_directory(path) || !in) return nullptr;
+  const auto raw = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!raw.is_object() || !raw.contains("model_type") || raw["model_type"] == "whisper")
+    return nullptr;
+  const LlmConfig c = load_llm_config(path);
+  nlohmann::json j = {{"family", family_name(c.family)},
+                      {"model_type", c.model_type},
+                      {"layers", c.n_layers},
+                      {"hidden_size", c.hidden_size},
+                      {"heads", c.n_heads},
+                      {"kv_heads", c.n_kv_heads},
+                      {"head_dim", c.head_dim},
+                      {"intermediate_size", c.intermediate_size},
+                      {"vocab_size", c.vocab_size},
+                      {"context", c.max_position_embeddings},
+                      {"rope_theta", c.rope_theta},
+                      {"tied_embeddings", c.tie_word_embeddings}};
+  if (c.num_experts > 0)
+    j["experts"] = {{"count", c.num_experts}, {"per_token", c.num_experts_per_tok}};
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  try {
+    const Tokenizer tok = Tokenizer::from_dir(path);
+    j["tokenizer"] = {
+        {"vocab_size", tok.vocab_size()}, {"bos_id", tok.bos_id()}, {"eos_ids", tok.eos_ids()}};
+  } catch (const Error& e) {
+    j["tokenizer"] = std::string("none: ") + e.what();
+  }
+  try {
+    const LoadedChatTemplate t = load_chat_template(path);
+    j["chat_template"] = {{"name", t.tmpl.name()}, {"bytes", t.tmpl.source().size()}};
+  } catch (const Error& e) {
+    j["chat_template"] = std::string("none: ") + e.what();
+  }
+  return j;
+}
+
 void run_inspect(const InspectOptions& opt) {
   const std::string path = opt.path.empty() ? default_model_dir() : opt.path;
   const io::ModelSummary s = io::summarize_model(path);
   // The Whisper layout WhisperModel::load would read (file names and magic only).
-  const auto whisper = detect_whisper_layout(path);
+  const nlohmann::json chat = chat_model_summary(path);
+  // A chat folder has a Hugging Face config.json too: it is no Whisper model.
+  const auto whisper = chat.is_null() ? detect_whisper_layout(path) : std::nullopt;
   const std::string layout = whisper ? layout_name(whisper->layout) : "";
   if (opt.json) {
     nlohmann::json j = {{"path", s.path},
                         {"format", io::format_name(s.format)},
                         {"whisper_layout", whisper ? nlohmann::json(layout) : nlohmann::json()},
                         {"parameters", s.parameter_count},
+                        {"chat_model", chat},
                         {"metadata", nlohmann::json::object()},
                         {"tensors", nlohmann::json::array()}};
     for (const auto& [k, v] : s.metadata) j["metadata"][k] = v;
@@ -47,6 +97,15 @@ void run_inspect(const InspectOptions& opt) {
   std::cout << s.path << "\n"
             << "format: " << io::format_name(s.format) << "\n";
   if (whisper) std::cout << "whisper layout: " << layout << "\n";
+  if (!chat.is_null()) {
+    std::cout << "chat model:";
+    const char* sep = " ";
+    for (const auto& [k, v] : chat.items()) {
+      std::cout << sep << k << " " << v.dump();
+      sep = ", ";
+    }
+    std::cout << "\n";
+  }
   std::cout << "tensors: " << s.tensors.size() << ", parameters: " << s.parameter_count << "\n";
   for (const auto& [k, v] : s.metadata) std::cout << "  " << k << ": " << v << "\n";
   size_t shown = 0;

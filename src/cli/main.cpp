@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   parley::cli::add_synth_command(app);
   parley::cli::add_synth_llm_subcommand(*app.get_subcommand("synth"));
   parley::cli::add_llm_command(app);
+  parley::cli::add_generate_commands(app);
   parley::cli::add_transcribe_command(app);
   parley::cli::add_vad_command(app);
   parley::cli::add_whisper_command(app);

@@ -1,9 +1,15 @@
-// `parley serve --model DIR`: the OpenAI-compatible transcription server (docs/SERVER.md).
-// Builds the WhisperService (model residency, workers, queue) and runs the HTTP server
-// until SIGINT/SIGTERM, which drains admitted requests first.
+// `parley serve --model DIR [--whisper DIR]`: the OpenAI-compatible server (docs/SERVER.md).
+// --model names a chat model (its config.json's model_type is a chat family) or a Whisper
+// model; the audio routes always have one (--whisper, or --model when it is Whisper, or the
+// built-in tiny.en). Builds the WhisperService (model residency, workers, queue), the
+// ChatService with a chat model, and runs the HTTP server until SIGINT/SIGTERM, which
+// drains admitted requests first.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -11,6 +17,7 @@
 #include "cli/vad_gate.h"
 #include "engine/threadpool.h"
 #include "server/http_server.h"
+#include "serving/chat_service.h"
 #include "serving/whisper_service.h"
 
 namespace parley::cli {
@@ -18,6 +25,9 @@ namespace {
 
 struct ServeCliOptions {
   std::string model;
+  std::string whisper;
+  int64_t context = 0;
+  int chat_queue = 64;
   std::string residency = "resident";
   double max_body_mb = 25;
   int workers = 2;
@@ -29,12 +39,32 @@ struct ServeCliOptions {
   DeviceFlags device;
 };
 
+// Whether DIR holds a chat model: config.json whose model_type is not Whisper's.
+bool is_chat_model(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return false;
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("model_type") && j["model_type"].is_string() &&
+         j["model_type"] != "whisper";
+}
+
 void run_serve(ServeCliOptions opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   check_arg(opt.max_body_mb > 0, "[serve] --max-body-mb must be positive");
   opt.http.max_body_bytes = uint64_t(opt.max_body_mb * 1024 * 1024);
+  std::unique_ptr<ChatService> chat;
+  if (!opt.model.empty() && is_chat_model(opt.model)) {
+    ChatServiceOptions c;
+    c.model_dir = opt.model;
+    c.queue_capacity = opt.chat_queue;
+    c.engine.max_context = opt.context;
+    chat = std::make_unique<ChatService>(c);
+    opt.model.clear();
+  }
   ServiceOptions s;
-  s.model_dir = opt.model.empty() ? default_model_dir() : opt.model;
+  s.model_dir = !opt.whisper.empty() ? opt.whisper
+                : opt.model.empty()  ? default_model_dir()
+                                     : opt.model;
   s.load = load_options(opt.device);
   s.workers = opt.workers;
   if (s.load.device == Device::cuda && s.workers > 1) {
@@ -54,7 +84,7 @@ void run_serve(ServeCliOptions opt) {
               << " (scripts/setup.sh installs it): the silence gate is off" << std::endl;
   }
   WhisperService service(s);
-  server::serve_http(opt.http, service);
+  server::serve_http(opt.http, service, chat.get());
 }
 
 }  // namespace
@@ -63,7 +93,16 @@ void add_serve_command(CLI::App& app) {
   auto opt = std::make_shared<ServeCliOptions>();
   auto* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible transcription server (POST /v1/audio/transcriptions ...)");
-  cmd->add_option("-m,--model", opt->model, "Whisper model folder (default: the built-in tiny.en)");
+  cmd->add_option("-m,--model", opt->model,
+                  "Chat model folder (Hugging Face layout) or Whisper model folder "
+                  "(default: the built-in tiny.en)");
+  cmd->add_option("--whisper", opt->whisper,
+                  "Whisper model folder for the audio routes beside a chat model "
+                  "(default: the built-in tiny.en)");
+  cmd->add_option("--context", opt->context,
+                  "Chat: longest prompt + output (default: the model's, at most 8192)");
+  cmd->add_option("--chat-queue", opt->chat_queue, "Chat requests waiting beyond the running one")
+      ->capture_default_str();
   cmd->add_option("--host", opt->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->http.port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", opt->http.api_key,

@@ -50,7 +50,7 @@ struct SampleResult {
   int32_t rank = 0;      // with params.logprobs: the tokens at least as likely there (vLLM)
   int n_top = 0;         // top_logprobs entries in `top`
   std::array<IdLogprob, kMaxTopLogprobs> top{};  // by logprob desc, ties by lower id
-  FinishReason finish = FinishReason::none;         // set when the token is accepted
+  FinishReason finish = FinishReason::none;      // set when the token is accepted
   std::span<const IdLogprob> top_logprobs() const { return {top.data(), size_t(n_top)}; }
 };
 

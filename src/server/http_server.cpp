@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "server/api_error.h"
 #include "server/audio_request.h"
+#include "server/chat_request.h"
 #include "server/metrics.h"
 #include "whisper/formats.h"
 
@@ -31,9 +32,11 @@ using tcp = net::ip::tcp;
 class Session;
 
 struct ServerState {
-  ServerState(const ServerOptions& o, WhisperService& s) : opt(o), service(s) {}
+  ServerState(const ServerOptions& o, WhisperService& s, ChatService* c)
+      : opt(o), service(s), chat(c) {}
   const ServerOptions& opt;
   WhisperService& service;
+  ChatService* chat;  // null: no chat model
   Metrics metrics;
   std::atomic<bool> draining{false};
   std::mutex sessions_mu;
@@ -188,7 +191,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string path = target.substr(0, target.find('?'));
     origin_ = std::string(req[http::field::origin]);
     if (path == "/health" || path == "/metrics" || path == "/v1/models" ||
-        path == "/v1/audio/transcriptions" || path == "/v1/audio/translations") {
+        path == "/v1/audio/transcriptions" || path == "/v1/audio/translations" ||
+        path == "/v1/chat/completions" || path == "/v1/completions") {
       route_ = path;
     } else if (path.rfind("/v1/models/", 0) == 0) {
       route_ = "/v1/models/{id}";
@@ -229,16 +233,23 @@ class Session : public std::enable_shared_from_this<Session> {
                     "text/plain; version=0.0.4; charset=utf-8"));
     } else if (path == "/v1/models") {
       if (!get) return method_not_allowed("GET");
-      nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array({model_json()})}};
+      nlohmann::json data = nlohmann::json::array({model_json()});
+      if (st_.chat) data.push_back(chat_model_json());
+      nlohmann::json list = {{"object", "list"}, {"data", data}};
       send(response(http::status::ok, json_dump(list), "application/json"));
     } else if (path.rfind("/v1/models/", 0) == 0) {
       if (!get) return method_not_allowed("GET");
       const std::string id = path.substr(11);
+      if (st_.chat && id == st_.chat->model_id())
+        return send(response(http::status::ok, json_dump(chat_model_json()), "application/json"));
       if (!serves_model(id)) return model_not_found(id);
       send(response(http::status::ok, json_dump(model_json()), "application/json"));
     } else if (path == "/v1/audio/transcriptions" || path == "/v1/audio/translations") {
       if (req.method() != http::verb::post) return method_not_allowed("POST");
       handle_audio(req, path == "/v1/audio/translations" ? "translate" : "transcribe");
+    } else if (path == "/v1/chat/completions" || path == "/v1/completions") {
+      if (req.method() != http::verb::post) return method_not_allowed("POST");
+      handle_chat(req, path == "/v1/chat/completions");
     } else {
       send_error(
           ApiError{404, "Invalid URL (" + std::string(req.method_string()) + " " + path + ")",
@@ -253,6 +264,178 @@ class Session : public std::enable_shared_from_this<Session> {
             {"created", 0},
             {"owned_by", "parley"}};
   }
+  nlohmann::json chat_model_json() const {
+    return {{"id", st_.chat->model_id()},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "parley"},
+            {"max_model_len", st_.chat->max_context()}};
+  }
+
+  void handle_chat(http::request<http::string_body>& req, bool chat) {
+    if (st_.draining) {
+      return send_error(ApiError{503, "[serve] the server is shutting down", "server_error",
+                                 std::nullopt, "shutting_down"},
+                        "shutting_down");
+    }
+    if (!st_.chat) {
+      return send_error(ApiError{404,
+                                 "[serve] this server has no chat model (parley serve --model "
+                                 "CHAT_MODEL_DIR)",
+                                 "invalid_request_error", "model", "model_not_found"},
+                        "not_found");
+    }
+    ChatService& svc = *st_.chat;
+    auto job = std::make_shared<ChatJob>();
+    try {
+      chat_req_ = parse_chat_request(req.body(), chat, svc.vocab_size());
+      if (chat_req_.model != svc.model_id()) {
+        return send_error(ApiError{404,
+                                   "The model '" + chat_req_.model +
+                                       "' does not exist; this "
+                                       "server's chat model is '" +
+                                       svc.model_id() + "'",
+                                   "invalid_request_error", "model", "model_not_found"},
+                          "not_found");
+      }
+      job->chat = chat;
+      job->messages = chat_req_.messages;
+      job->tools = chat_req_.tools;
+      job->template_kwargs = chat_req_.template_kwargs;
+      job->add_generation_prompt = chat_req_.add_generation_prompt;
+      job->prompt = chat_req_.prompt;
+      job->prompt_ids = chat_req_.prompt_ids;
+      job->params = chat_req_.params;
+      job->n = chat_req_.n;
+      // Rendered and tokenized here, so a template error or an over-long prompt is a 400
+      // before anything streams.
+      job->prompt_ids = svc.prompt_ids(*job);
+    } catch (const ApiException& e) {
+      return send_error(e.error(), "bad_request");
+    } catch (const Error& e) {
+      return send_error(from_error(e), std::string(to_string(e.kind())));
+    }
+    const int64_t n_prompt = int64_t(job->prompt_ids.size());
+    const int64_t limit = svc.max_context();
+    const int64_t wanted = n_prompt + (job->params.max_tokens ? *job->params.max_tokens : 1);
+    if (n_prompt == 0 || wanted > limit) {
+      return send_error(
+          bad_request(
+              n_prompt == 0 ? "[serve] the prompt is empty"
+                            : "This model's maximum context length is " + std::to_string(limit) +
+                                  " tokens. However, you requested " + std::to_string(wanted) +
+                                  " tokens (" + std::to_string(n_prompt) + " in the messages, " +
+                                  std::to_string(wanted - n_prompt) +
+                                  " in the completion). Please reduce the length of the "
+                                  "messages or completion.",
+              chat ? "messages" : "prompt",
+              n_prompt == 0 ? std::nullopt : std::optional<std::string>("context_length_exceeded")),
+          "bad_request");
+    }
+    req.body().clear();
+    chat_meta_ = ResponseMeta{new_response_id(chat),
+                              std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count(),
+                              svc.model_id()};
+    chat_first_.assign(size_t(job->n), true);
+    const uint64_t gen = ++generation_;
+    auto self = shared_from_this();
+    if (chat_req_.stream) {
+      job->on_token = [self, gen, &svc](int choice, const std::string& delta,
+                                        const SampleResult& s) {
+        nlohmann::json lp = nullptr;
+        if (self->chat_req_.params.logprobs)
+          lp = choice_logprobs(self->chat_req_, svc.tokenizer(), {s}, 0);
+        net::post(self->stream_.get_executor(), [self, gen, choice, delta, lp = std::move(lp)] {
+          if (self->generation_ == gen) self->on_chat_token(choice, delta, lp);
+        });
+      };
+    }
+    job->on_done = [self, gen, &svc](const GenerateResult* r, std::exception_ptr ep) {
+      Outcome o;
+      std::optional<GenerateResult> result;
+      if (ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const Error& e) {
+          o.cancelled = e.kind() == ErrorKind::cancelled;
+          o.error = from_error(e);
+          if (std::string_view(e.what()).starts_with("context_length_exceeded"))
+            o.error.code = "context_length_exceeded";
+          o.error_kind = std::string(to_string(e.kind()));
+        } catch (const std::exception& e) {
+          o.error = ApiError{500, std::string("[serve] ") + e.what(), "server_error", std::nullopt,
+                             "internal_error"};
+          o.error_kind = "internal";
+        }
+      } else {
+        o.ok = true;
+        result = *r;
+        if (!self->chat_req_.stream)
+          o.body = json_dump(response_json(self->chat_req_, self->chat_meta_, *r, svc.tokenizer()));
+      }
+      net::post(self->stream_.get_executor(),
+                [self, gen, o = std::move(o), result = std::move(result)]() mutable {
+                  if (self->generation_ == gen) self->on_chat_done(std::move(o), result);
+                });
+    };
+    if (!svc.submit(job)) {
+      return send_error(ApiError{429, "[serve] the chat model's queue is full; retry later",
+                                 "server_error", std::nullopt, "queue_full"},
+                        "queue_full");
+    }
+    chat_job_ = job;
+    job_active_ = true;
+    streaming_ = chat_req_.stream;
+    watch_disconnect(gen);
+  }
+
+  void on_chat_token(int choice, const std::string& delta, const nlohmann::json& logprobs) {
+    if (closed_) return;
+    if (!headers_sent_) send_sse_headers();
+    const bool first = chat_first_[size_t(choice)];
+    if (first && chat_req_.chat) {
+      out_.push_back(
+          sse_event(chunk_json(chat_req_, chat_meta_, choice, nullptr, nullptr, "", true)));
+    }
+    chat_first_[size_t(choice)] = false;
+    if (!delta.empty() || !logprobs.is_null())
+      out_.push_back(
+          sse_event(chunk_json(chat_req_, chat_meta_, choice, &delta, logprobs, "", false)));
+    pump();
+  }
+
+  void on_chat_done(Outcome o, const std::optional<GenerateResult>& r) {
+    job_active_ = false;
+    chat_job_.reset();
+    if (closed_) return;
+    if (!o.ok) {
+      if (o.cancelled) return close();
+      if (!headers_sent_) return send_error(o.error, o.error_kind);
+      st_.metrics.count_error(o.error_kind);
+      out_.push_back("data: " + o.error.to_json() + "\n\n");
+    } else if (streaming_) {
+      if (!headers_sent_) send_sse_headers();
+      for (size_t i = 0; i < r->choices.size(); ++i) {
+        if (chat_first_[i] && chat_req_.chat)
+          out_.push_back(
+              sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr, "", true)));
+        out_.push_back(sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr,
+                                            finish_reason(r->choices[i]), false)));
+      }
+      if (chat_req_.include_usage)
+        out_.push_back(sse_event(usage_chunk_json(chat_req_, chat_meta_, *r)));
+      out_.push_back("data: [DONE]\n\n");
+      st_.metrics.count_request(route_, 200);
+    } else {
+      st_.metrics.count_request(route_, 200);
+      return send(response(http::status::ok, std::move(o.body), "application/json"), false);
+    }
+    finish_stream_ = true;
+    pump();
+  }
+
   // The loaded model answers to its folder name and, for OpenAI clients, "whisper-1".
   bool serves_model(const std::string& id) const {
     return id == st_.service.model_id() || id == "whisper-1";
@@ -353,6 +536,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void client_gone() {
     if (job_) job_->cancelled = true;
+    if (chat_job_) chat_job_->cancelled = true;
     st_.metrics.count_error("cancelled");
     close();
   }
@@ -484,6 +668,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   AudioRequest request_;
   std::shared_ptr<TranscriptionJob> job_;
+  ChatRequest chat_req_;
+  ResponseMeta chat_meta_;
+  std::vector<bool> chat_first_;  // per choice: no chunk sent yet
+  std::shared_ptr<ChatJob> chat_job_;
   bool job_active_ = false;
   uint64_t generation_ = 0;
   bool streaming_ = false;
@@ -515,8 +703,8 @@ void accept_loop(tcp::acceptor& acceptor, net::io_context& ioc, ServerState& st)
 
 }  // namespace
 
-void serve_http(const ServerOptions& options, WhisperService& service) {
-  ServerState st(options, service);
+void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat) {
+  ServerState st(options, service, chat);
   net::io_context ioc(std::max(1, options.io_threads));
   tcp::acceptor acceptor(ioc);
   beast::error_code ec;
@@ -532,8 +720,8 @@ void serve_http(const ServerOptions& options, WhisperService& service) {
             ec.message());
   acceptor.listen(net::socket_base::max_listen_connections);
   std::cout << "parley serve: listening on http://" << options.host << ":"
-            << acceptor.local_endpoint().port() << " (model " << service.model_id() << ")"
-            << std::endl;
+            << acceptor.local_endpoint().port() << " (model " << service.model_id()
+            << (chat ? ", chat model " + chat->model_id() : std::string()) << ")" << std::endl;
 
   auto guard = net::make_work_guard(ioc);
   std::thread drainer;
@@ -546,6 +734,7 @@ void serve_http(const ServerOptions& options, WhisperService& service) {
     acceptor.close(ignored);
     drainer = std::thread([&] {
       service.stop();  // every queued and running job completes and posts its answer
+      if (chat) chat->stop();
       net::post(ioc, [&] {
         std::lock_guard lock(st.sessions_mu);
         for (auto& w : st.sessions) {

@@ -1,12 +1,14 @@
 // The HTTP server behind `parley serve` (Boost.Beast over Asio; Beast stays inside
 // http_server.cpp). Routes: POST /v1/audio/transcriptions, POST /v1/audio/translations
-// (JSON or SSE), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, and CORS
-// preflight. docs/SERVER.md is the user's description.
+// (JSON or SSE), POST /v1/chat/completions and /v1/completions (with a chat model; JSON or
+// SSE), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, and CORS preflight.
+// docs/SERVER.md is the user's description.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "serving/chat_service.h"
 #include "serving/whisper_service.h"
 
 namespace parley::server {
@@ -23,6 +25,7 @@ struct ServerOptions {
 // Serves until SIGINT or SIGTERM, then stops accepting, finishes every admitted request
 // (streams included), closes idle connections and returns. Prints
 // "parley serve: listening on http://HOST:PORT" once the socket is bound.
-void serve_http(const ServerOptions& options, WhisperService& service);
+// chat: the chat model's service, or null (the chat routes answer 404 model_not_found).
+void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat = nullptr);
 
 }  // namespace parley::server

@@ -26,8 +26,8 @@ def audio(name):
 class Server:
     """One parley serve process; `port` is read from its start-up line."""
 
-    def __init__(self, *args):
-        cmd = [BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0", *args]
+    def __init__(self, *args, model=None):
+        cmd = [BIN, "serve", "--model", model or MODEL, "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
         # Start-up notes (e.g. about the VAD model) may come before the listening line.
@@ -98,8 +98,8 @@ def server():
 def make_server():
     started = []
 
-    def make(*args):
-        s = Server(*args)
+    def make(*args, model=None):
+        s = Server(*args, model=model)
         started.append(s)
         return s
 

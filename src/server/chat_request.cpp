@@ -1,0 +1,397 @@
+#include "server/chat_request.h"
+
+#include <chrono>
+#include <random>
+
+#include "engine/error.h"
+#include "server/api_error.h"
+
+namespace parley::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+[[noreturn]] void fail(const std::string& message, const std::string& param,
+                       std::optional<std::string> code = std::nullopt) {
+  throw ApiException(bad_request(message, param, std::move(code)));
+}
+
+double number(const ojson& j, const char* key, double lo, double hi) {
+  const ojson& v = j[key];
+  if (!v.is_number()) fail(std::string("'") + key + "' must be a number", key);
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi))
+    fail(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got " + std::to_string(x),
+         key);
+  return x;
+}
+
+int64_t integer(const ojson& j, const char* key, int64_t lo, int64_t hi) {
+  const ojson& v = j[key];
+  if (!v.is_number_integer()) fail(std::string("'") + key + "' must be an integer", key);
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    fail(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got " + std::to_string(x),
+         key);
+  return x;
+}
+
+bool boolean(const ojson& j, const char* key) {
+  if (!j[key].is_boolean()) fail(std::string("'") + key + "' must be a boolean", key);
+  return j[key].get<bool>();
+}
+
+bool has(const ojson& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+// A message's content for the template: a string, null, or text parts joined by newlines
+// (as vLLM does for templates that take a string).
+ojson message_content(const ojson& content, size_t i) {
+  const std::string param = "messages[" + std::to_string(i) + "].content";
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) fail("'content' must be a string or an array of content parts", param);
+  std::string text;
+  for (size_t p = 0; p < content.size(); ++p) {
+    const ojson& part = content[p];
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      fail("each content part must be an object with a 'type'", param);
+    const std::string type = part["type"];
+    if (type != "text")
+      fail("content parts of type '" + type + "' are not supported by this model (text only)",
+           param, "unsupported_content");
+    if (!part.contains("text") || !part["text"].is_string())
+      fail("a text part needs 'text'", param);
+    if (p > 0) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+ojson parse_messages(const ojson& body) {
+  if (!body.contains("messages")) fail("'messages' is required", "messages");
+  const ojson& in = body["messages"];
+  if (!in.is_array() || in.empty()) fail("'messages' must be a non-empty array", "messages");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    const ojson& m = in[i];
+    if (!m.is_object()) fail("each message must be an object", param);
+    if (!m.contains("role") || !m["role"].is_string())
+      fail("a message needs a 'role' string", param + ".role");
+    const std::string role = m["role"];
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool")
+      fail("unknown role '" + role + "'", param + ".role");
+    ojson msg = m;
+    msg["content"] = message_content(m.contains("content") ? m["content"] : ojson(), i);
+    // Templates read tool-call arguments as a mapping; OpenAI sends them as a JSON string
+    // (vLLM parses them the same way before rendering).
+    if (msg.contains("tool_calls") && msg["tool_calls"].is_array()) {
+      for (auto& call : msg["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+          continue;
+        auto& args = call["function"]["arguments"];
+        if (args.is_string()) {
+          ojson parsed = ojson::parse(args.get<std::string>(), nullptr, false);
+          if (parsed.is_discarded())
+            fail("tool call arguments are not valid JSON", param + ".tool_calls");
+          args = std::move(parsed);
+        }
+      }
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void parse_prompt(const ojson& body, ChatRequest& r, int32_t vocab) {
+  if (!body.contains("prompt")) fail("'prompt' is required", "prompt");
+  const ojson& p = body["prompt"];
+  if (p.is_string()) {
+    r.prompt = p;
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt = p[0];
+  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+    for (const auto& id : p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+        fail("prompt token ids must be integers in [0, " + std::to_string(vocab) + ")", "prompt");
+      r.prompt_ids.push_back(id.get<int32_t>());
+    }
+  } else if (p.is_array() && p.size() > 1) {
+    fail("several prompts in one request are not supported; send one request per prompt", "prompt");
+  } else {
+    fail("'prompt' must be a string or an array of token ids", "prompt");
+  }
+  if (r.prompt.empty() && r.prompt_ids.empty()) fail("the prompt is empty", "prompt");
+}
+
+void parse_stop(const ojson& body, SamplingParams& p) {
+  const ojson& s = body["stop"];
+  if (s.is_string()) {
+    p.stop.push_back(s);
+  } else if (s.is_array()) {
+    for (const auto& x : s) {
+      if (!x.is_string()) fail("'stop' must be a string or an array of strings", "stop");
+      p.stop.push_back(x);
+    }
+  } else {
+    fail("'stop' must be a string or an array of strings", "stop");
+  }
+  std::erase(p.stop, std::string());
+  if (int(p.stop.size()) > kMaxStopStrings)
+    fail("at most " + std::to_string(kMaxStopStrings) + " stop sequences", "stop");
+}
+
+void parse_sampling(const ojson& body, ChatRequest& r, int32_t vocab) {
+  SamplingParams& p = r.params;
+  if (has(body, "temperature")) p.temperature = float(number(body, "temperature", 0, 2));
+  if (has(body, "top_p")) p.top_p = float(number(body, "top_p", 0, 1));
+  if (has(body, "top_k")) p.top_k = int32_t(integer(body, "top_k", -1, vocab));
+  if (has(body, "min_p")) p.min_p = float(number(body, "min_p", 0, 1));
+  if (has(body, "presence_penalty"))
+    p.presence_penalty = float(number(body, "presence_penalty", -2, 2));
+  if (has(body, "frequency_penalty"))
+    p.frequency_penalty = float(number(body, "frequency_penalty", -2, 2));
+  if (has(body, "repetition_penalty"))
+    p.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100));
+  if (has(body, "seed")) p.seed = uint64_t(integer(body, "seed", INT64_MIN, INT64_MAX));
+  if (has(body, "max_completion_tokens"))
+    p.max_tokens = int32_t(integer(body, "max_completion_tokens", 1, INT32_MAX));
+  else if (has(body, "max_tokens"))
+    p.max_tokens = int32_t(integer(body, "max_tokens", 1, INT32_MAX));
+  if (has(body, "min_tokens")) p.min_tokens = int32_t(integer(body, "min_tokens", 0, INT32_MAX));
+  if (has(body, "ignore_eos")) p.ignore_eos = boolean(body, "ignore_eos");
+  if (has(body, "stop")) parse_stop(body, p);
+  if (has(body, "stop_token_ids")) {
+    if (!body["stop_token_ids"].is_array())
+      fail("'stop_token_ids' must be an array", "stop_token_ids");
+    for (const auto& id : body["stop_token_ids"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+        fail("stop_token_ids must be token ids", "stop_token_ids");
+      p.stop_token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  if (has(body, "logit_bias")) {
+    const ojson& b = body["logit_bias"];
+    if (!b.is_object()) fail("'logit_bias' must be an object of token id -> bias", "logit_bias");
+    for (const auto& [k, v] : b.items()) {
+      char* end = nullptr;
+      const long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id >= vocab)
+        fail("logit_bias key '" + k + "' is not a token id of this model", "logit_bias");
+      if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100)
+        fail("logit_bias values must be numbers in [-100, 100]", "logit_bias");
+      p.logit_bias.emplace_back(int32_t(id), v.get<float>());
+    }
+  }
+  if (r.chat) {
+    if (has(body, "logprobs")) p.logprobs = boolean(body, "logprobs");
+    if (has(body, "top_logprobs")) {
+      p.top_logprobs = int32_t(integer(body, "top_logprobs", 0, kMaxTopLogprobs));
+      if (p.top_logprobs > 0 && !p.logprobs)
+        fail("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+  } else if (has(body, "logprobs")) {
+    // Completions: logprobs is the number of alternatives (0-5), and asks for logprobs.
+    p.top_logprobs = int32_t(integer(body, "logprobs", 0, 5));
+    p.logprobs = true;
+  }
+  try {
+    validate(p, vocab);
+  } catch (const Error& e) {
+    fail(e.what(), "sampling");
+  }
+}
+
+std::string token_text(const Tokenizer& tok, int32_t id) { return tok.token_bytes(id); }
+
+nlohmann::json bytes_json(const std::string& s) {
+  nlohmann::json b = nlohmann::json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_size) {
+  const ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("the request body is not valid JSON (or not valid UTF-8)", "body");
+  if (!j.is_object()) fail("the request body must be a JSON object", "body");
+  ChatRequest r;
+  r.chat = chat;
+  if (!j.contains("model") || !j["model"].is_string()) fail("'model' is required", "model");
+  r.model = j["model"];
+  for (const char* key : {"functions", "function_call", "audio", "modalities", "prediction",
+                          "web_search_options", "suffix"})
+    if (has(j, key)) fail(std::string("'") + key + "' is not supported by this server", key);
+  if (chat) {
+    r.messages = parse_messages(j);
+    if (has(j, "tools")) {
+      if (!j["tools"].is_array()) fail("'tools' must be an array", "tools");
+      r.tools = j["tools"];
+    }
+    if (has(j, "tool_choice")) {
+      const ojson& tc = j["tool_choice"];
+      if (!(tc.is_string() && (tc == "auto" || tc == "none")))
+        fail(
+            "tool_choice 'required' or a named function needs constrained decoding, which this "
+            "server does not have yet; use 'auto' or 'none'",
+            "tool_choice");
+      if (tc == "none") r.tools = nullptr;
+    }
+    if (has(j, "response_format")) {
+      const ojson& rf = j["response_format"];
+      if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
+        fail(
+            "response_format other than 'text' needs constrained decoding, which this server "
+            "does not have yet",
+            "response_format");
+    }
+    if (has(j, "chat_template_kwargs")) {
+      if (!j["chat_template_kwargs"].is_object())
+        fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      r.template_kwargs = j["chat_template_kwargs"];
+    }
+    if (has(j, "add_generation_prompt"))
+      r.add_generation_prompt = boolean(j, "add_generation_prompt");
+  } else {
+    parse_prompt(j, r, vocab_size);
+    if (has(j, "echo")) r.echo = boolean(j, "echo");
+    if (has(j, "best_of") && integer(j, "best_of", 1, 16) != 1)
+      fail("best_of > 1 is not supported; use n", "best_of");
+  }
+  if (has(j, "n")) r.n = int(integer(j, "n", 1, 16));
+  if (has(j, "stream")) r.stream = boolean(j, "stream");
+  if (has(j, "stream_options")) {
+    const ojson& so = j["stream_options"];
+    if (!so.is_object()) fail("'stream_options' must be an object", "stream_options");
+    if (!r.stream) fail("'stream_options' is only allowed with stream: true", "stream_options");
+    if (has(so, "include_usage")) r.include_usage = boolean(so, "include_usage");
+  }
+  parse_sampling(j, r, vocab_size);
+  return r;
+}
+
+std::string new_response_id(bool chat) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* kHex = "0123456789abcdef";
+  std::string id = chat ? "chatcmpl-" : "cmpl-";
+  for (int i = 0; i < 24; ++i) id += kHex[rng() % 16];
+  return id;
+}
+
+std::string_view finish_reason(const ChoiceOutput& c) {
+  return c.finish == ChoiceFinish::length ? "length" : "stop";
+}
+
+nlohmann::json usage_json(const GenerateResult& r) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", r.completion_tokens},
+          {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+}
+
+namespace {
+
+nlohmann::json chat_token_logprob(const Tokenizer& tok, const SampleResult& s) {
+  const std::string text = token_text(tok, s.token);
+  nlohmann::json top = nlohmann::json::array();
+  for (const IdLogprob& t : s.top_logprobs()) {
+    const std::string tt = token_text(tok, t.token);
+    top.push_back({{"token", tt}, {"logprob", t.logprob}, {"bytes", bytes_json(tt)}});
+  }
+  return {
+      {"token", text}, {"logprob", s.logprob}, {"bytes", bytes_json(text)}, {"top_logprobs", top}};
+}
+
+}  // namespace
+
+nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
+                               const std::vector<SampleResult>& samples, size_t text_offset) {
+  if (!req.params.logprobs) return nullptr;
+  if (req.chat) {
+    nlohmann::json content = nlohmann::json::array();
+    for (const auto& s : samples) content.push_back(chat_token_logprob(tok, s));
+    return {{"content", content}};
+  }
+  nlohmann::json tokens = nlohmann::json::array(), lps = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  for (const auto& s : samples) {
+    const std::string text = token_text(tok, s.token);
+    tokens.push_back(text);
+    lps.push_back(s.logprob);
+    nlohmann::json top = nlohmann::json::object();
+    for (const IdLogprob& t : s.top_logprobs()) top[token_text(tok, t.token)] = t.logprob;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", lps},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
+                             const GenerateResult& r, const Tokenizer& tok) {
+  nlohmann::json choices = nlohmann::json::array();
+  for (size_t i = 0; i < r.choices.size(); ++i) {
+    const ChoiceOutput& c = r.choices[i];
+    nlohmann::json choice = {{"index", i}};
+    if (req.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = req.echo ? req.prompt + c.text : c.text;
+    }
+    choice["logprobs"] = choice_logprobs(req, tok, c.samples, req.echo ? req.prompt.size() : 0);
+    choice["finish_reason"] = finish_reason(c);
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", meta.id},
+          {"object", req.chat ? "chat.completion" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", choices},
+          {"usage", usage_json(r)},
+          {"system_fingerprint", "parley"}};
+}
+
+nlohmann::json chunk_json(const ChatRequest& req, const ResponseMeta& meta, int choice,
+                          const std::string* delta, const nlohmann::json& logprobs,
+                          std::string_view finish, bool first) {
+  nlohmann::json c = {{"index", choice}};
+  if (req.chat) {
+    nlohmann::json d = nlohmann::json::object();
+    if (first) {
+      d["role"] = "assistant";
+      d["content"] = "";
+    }
+    if (delta) d["content"] = *delta;
+    c["delta"] = d;
+  } else {
+    c["text"] = delta ? *delta : std::string();
+  }
+  c["logprobs"] = logprobs;
+  c["finish_reason"] = finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish);
+  nlohmann::json j = {{"id", meta.id},
+                      {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", meta.created},
+                      {"model", meta.model},
+                      {"choices", nlohmann::json::array({c})},
+                      {"system_fingerprint", "parley"}};
+  if (req.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+nlohmann::json usage_chunk_json(const ChatRequest& req, const ResponseMeta& meta,
+                                const GenerateResult& r) {
+  return {{"id", meta.id},
+          {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", nlohmann::json::array()},
+          {"usage", usage_json(r)},
+          {"system_fingerprint", "parley"}};
+}
+
+}  // namespace parley::server

@@ -1,0 +1,65 @@
+// One /v1/chat/completions or /v1/completions request, parsed and validated from its JSON
+// body with OpenAI's field names (and vLLM's extras: top_k, min_p, repetition_penalty,
+// min_tokens, ignore_eos, stop_token_ids, chat_template_kwargs, add_generation_prompt), and
+// the OpenAI-shaped response documents and stream chunks. A bad field throws ApiException
+// (400, `param` naming it). docs/SERVER.md lists the fields.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampling_params.h"
+#include "serving/llm_engine.h"
+#include "text/tokenizer.h"
+
+namespace parley::server {
+
+struct ChatRequest {
+  bool chat = true;  // /v1/chat/completions; false: /v1/completions
+  std::string model;
+  nlohmann::ordered_json messages;         // chat: role/content objects (text parts joined)
+  nlohmann::ordered_json tools;            // chat: null or the tools array, as sent
+  nlohmann::ordered_json template_kwargs;  // chat: chat_template_kwargs (an object)
+  bool add_generation_prompt = true;
+  std::string prompt;               // completions: the prompt text
+  std::vector<int32_t> prompt_ids;  // completions: a prompt given as token ids
+  SamplingParams params;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt before the completion
+};
+
+// vocab_size bounds token ids (logit_bias, prompt ids, stop_token_ids).
+ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_size);
+
+// The response documents. id: "chatcmpl-..." / "cmpl-..."; created: Unix seconds.
+struct ResponseMeta {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+std::string new_response_id(bool chat);
+
+nlohmann::json usage_json(const GenerateResult& r);
+// A choice's logprobs in the route's shape (chat: {"content": [...]}; completions:
+// tokens / token_logprobs / top_logprobs / text_offset), null without logprobs.
+nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
+                               const std::vector<SampleResult>& samples, size_t text_offset);
+nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
+                             const GenerateResult& r, const Tokenizer& tok);
+// One streamed piece of a choice: text delta (with its token's logprobs when asked), the
+// first chunk of a chat choice (role), or its last (finish_reason).
+nlohmann::json chunk_json(const ChatRequest& req, const ResponseMeta& meta, int choice,
+                          const std::string* delta, const nlohmann::json& logprobs,
+                          std::string_view finish_reason, bool first);
+// The stream's last chunk with include_usage: no choices, the usage.
+nlohmann::json usage_chunk_json(const ChatRequest& req, const ResponseMeta& meta,
+                                const GenerateResult& r);
+std::string_view finish_reason(const ChoiceOutput& c);
+
+}  // namespace parley::server

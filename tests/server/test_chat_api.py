@@ -1,0 +1,221 @@
+"""The chat routes (/v1/chat/completions, /v1/completions) through the official openai SDK
+and raw HTTP, against `parley serve --model CHAT_DIR --whisper TINY_EN`.
+
+The chat model is a small Qwen3 with seeded random weights (2 layers, hidden 64) and the
+real Qwen3 tokenizer and chat template from the shared data (PARLEY_TEST_DATA/llm), made
+here with numpy + safetensors; its text is noise, so the checks are about the API's
+contract: shapes, streaming equal to the whole answer, seeds, stop strings, logprobs,
+limits and errors. Meaningful answers are the trained model's tests (issue 24).
+"""
+import json
+import os
+import shutil
+import socket
+import time
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from conftest import DATA, MODEL, Server, error_of
+
+openai = pytest.importorskip("openai")
+
+CONTEXT = 256
+
+
+def make_qwen3(folder, seed=0):
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": CONTEXT,
+        "tie_word_embeddings": True, "attention_bias": False, "torch_dtype": "float32",
+        "bos_token_id": 151643, "eos_token_id": 151645,
+    }
+    rng = np.random.default_rng(seed)
+
+    def w(*shape, scale=0.08):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    t = {"model.embed_tokens.weight": w(151936, 64, scale=0.5), "model.norm.weight": np.ones(64, np.float32)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = np.ones(64, np.float32)
+        t[p + "post_attention_layernorm.weight"] = np.ones(64, np.float32)
+        t[p + "self_attn.q_proj.weight"] = w(64, 64)
+        t[p + "self_attn.k_proj.weight"] = w(32, 64)
+        t[p + "self_attn.v_proj.weight"] = w(32, 64)
+        t[p + "self_attn.o_proj.weight"] = w(64, 64)
+        t[p + "self_attn.q_norm.weight"] = np.ones(16, np.float32)
+        t[p + "self_attn.k_norm.weight"] = np.ones(16, np.float32)
+        t[p + "mlp.gate_proj.weight"] = w(128, 64)
+        t[p + "mlp.up_proj.weight"] = w(128, 64)
+        t[p + "mlp.down_proj.weight"] = w(64, 128)
+    os.makedirs(folder, exist_ok=True)
+    save_file(t, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(DATA, "llm", name), folder)
+
+
+@pytest.fixture(scope="module")
+def chat_server(tmp_path_factory):
+    if not os.path.exists(os.path.join(DATA, "llm", "tokenizer.json")):
+        pytest.skip("no Qwen3 tokenizer in the shared data")
+    folder = str(tmp_path_factory.mktemp("chat") / "qwen3-test")
+    make_qwen3(folder)
+    s = Server("--whisper", MODEL, "--whisper-residency", "per-request", model=folder)
+    s.model = "qwen3-test"
+    yield s
+    assert s.terminate() == 0
+
+
+@pytest.fixture(scope="module")
+def client(chat_server):
+    return openai.OpenAI(base_url=chat_server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def chat(client, **kw):
+    args = {"model": "qwen3-test", "messages": [{"role": "user", "content": "Hello there!"}],
+            "max_tokens": 12, "temperature": 0}
+    args.update(kw)
+    return client.chat.completions.create(**args)
+
+
+def test_models_lists_chat_and_whisper(client):
+    ids = {m.id for m in client.models.list().data}
+    assert "qwen3-test" in ids and os.path.basename(MODEL.rstrip("/")) in ids
+
+
+def test_chat_completion_shape_and_usage(client):
+    r = chat(client, extra_body={"ignore_eos": True})
+    assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
+    assert len(r.choices) == 1 and r.choices[0].message.role == "assistant"
+    assert isinstance(r.choices[0].message.content, str)
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 12
+    assert r.usage.prompt_tokens > 5
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 12
+
+
+def test_stream_equals_whole_answer(client):
+    whole = chat(client, extra_body={"ignore_eos": True}).choices[0].message.content
+    chunks = list(chat(client, stream=True, stream_options={"include_usage": True},
+                       extra_body={"ignore_eos": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole
+    assert chunks[0].choices[0].delta.role == "assistant"
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finals == ["length"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 12
+
+
+def test_seed_reproducible_and_choices_are_streams(client):
+    kw = {"temperature": 1.0, "seed": 1234, "max_tokens": 16, "extra_body": {"ignore_eos": True}}
+    a = chat(client, **kw).choices[0].message.content
+    b = chat(client, **kw).choices[0].message.content
+    assert a == b
+    two = chat(client, n=2, **kw)
+    assert [c.index for c in two.choices] == [0, 1]
+    assert two.choices[0].message.content == a  # choice 0 is stream 0 of the same seed
+    assert two.choices[1].message.content != a
+    other = chat(client, **{**kw, "seed": 99}).choices[0].message.content
+    assert other != a
+
+
+def test_stop_string_cuts_before_it(client):
+    kw = {"temperature": 1.0, "seed": 5, "max_tokens": 24, "extra_body": {"ignore_eos": True}}
+    full = chat(client, **kw).choices[0].message.content
+    assert len(full) > 8
+    stop = full[4:7]
+    r = chat(client, stop=[stop], **kw).choices[0]
+    assert r.message.content == full[: full.index(stop)]
+    assert r.finish_reason == "stop"
+
+
+def test_logprobs(client):
+    r = chat(client, logprobs=True, top_logprobs=3, extra_body={"ignore_eos": True}).choices[0]
+    content = r.logprobs.content
+    assert len(content) == 12
+    for entry in content:
+        assert len(entry.top_logprobs) == 3
+        assert entry.logprob <= 0
+        # greedy: the chosen token is the most likely one
+        assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob)
+        assert entry.bytes == list(entry.token.encode("utf-8", "surrogatepass")) or entry.bytes
+
+
+def test_completions_route(client):
+    r = client.completions.create(model="qwen3-test", prompt="The capital of France is",
+                                  max_tokens=6, temperature=0, extra_body={"ignore_eos": True})
+    assert r.object == "text_completion" and r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 6
+    chunks = list(client.completions.create(model="qwen3-test", prompt="The capital of France is",
+                                            max_tokens=6, temperature=0, stream=True,
+                                            extra_body={"ignore_eos": True}))
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == r.choices[0].text
+    echo = client.completions.create(model="qwen3-test", prompt="Hi", max_tokens=3, temperature=0,
+                                     echo=True, logprobs=2, extra_body={"ignore_eos": True})
+    assert echo.choices[0].text.startswith("Hi")
+    assert len(echo.choices[0].logprobs.tokens) == 3
+
+
+def test_context_length_exceeded(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, max_tokens=CONTEXT + 1)
+    assert e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, messages=[{"role": "user", "content": "word " * (CONTEXT * 2)}])
+    assert e.value.code == "context_length_exceeded"
+
+
+def test_bad_requests(chat_server):
+    def post(body, path="/v1/chat/completions"):
+        return chat_server.request("POST", path, body=body,
+                                   headers={"Content-Type": "application/json"})
+
+    ok = {"model": "qwen3-test", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    cases = [
+        (b"{not json", "body"),
+        (json.dumps({**ok, "temperature": 3}), "temperature"),
+        (json.dumps({**ok, "top_logprobs": 3}), "top_logprobs"),
+        (json.dumps({**ok, "messages": []}), "messages"),
+        (json.dumps({**ok, "messages": [{"role": "wizard", "content": "x"}]}), "messages[0].role"),
+        (json.dumps({**ok, "n": 0}), "n"),
+        (json.dumps({**ok, "logit_bias": {"999999999": 5}}), "logit_bias"),
+        (json.dumps({**ok, "response_format": {"type": "json_object"}}), "response_format"),
+        (b'{"model": "qwen3-test", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "body"),
+    ]
+    for body, param in cases:
+        status, _, resp = post(body)
+        assert status == 400, (body, resp)
+        assert error_of(resp)["param"] == param, (body, resp)
+    status, _, resp = post(json.dumps({**ok, "model": "nope"}))
+    assert status == 404 and error_of(resp)["code"] == "model_not_found"
+    status, _, resp = post(json.dumps({"model": "qwen3-test", "prompt": ""}), "/v1/completions")
+    assert status == 400
+    # the server still answers after all of them
+    status, _, resp = post(json.dumps(ok))
+    assert status == 200 and json.loads(resp)["usage"]["completion_tokens"] >= 1
+
+
+def test_client_disconnect_mid_stream(chat_server, client):
+    body = json.dumps({"model": "qwen3-test", "messages": [{"role": "user", "content": "go"}],
+                       "max_tokens": 200, "stream": True, "ignore_eos": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", chat_server.port), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = b""
+    while b"data:" not in got:
+        piece = sock.recv(4096)
+        assert piece, got
+        got += piece
+    assert got.startswith(b"HTTP/1.1 200")
+    sock.close()
+    t = time.time()
+    r = chat(client, max_tokens=3)
+    assert r.choices[0].message.content is not None
+    assert time.time() - t < 30
+    assert chat_server.proc.poll() is None
