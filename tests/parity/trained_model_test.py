@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The committed trained models (models/parley-chat-target, models/parley-chat-draft): their
+files, mlx-lm on them, and parley's own answers.
+
+    trained_model_test.py PARLEY_BINARY MODELS_DIR [--per-task N] [--tol 2e-3]
+
+1. Every committed file has the SHA-256 that MODELS_DIR/SHA256SUMS lists.
+2. Both models load in mlx-lm 0.32 (mlx_lm.models.qwen3, weights from model.safetensors in
+   bf16, computed in f32): on held-out prompts (tools/train/data.py eval, seed 2, a different
+   seed from training), parley's logits (`parley llm dump`) at every position are within
+   --tol of mlx-lm's, and the greedy answers are the same tokens.
+3. parley's greedy answers on the held-out 3-digit additions are at least 90 % exact and its
+   JSON answers at least 90 % valid against their schema (eval.py's checker; the card's
+   GPU figures are 97 % and 99 % on 100 prompts a task).
+Exits 77 without mlx-lm (scripts/setup_llm_reference.sh) or without the models.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "..", "..", "tools", "train")
+EOS = "<|im_end|>"
+
+
+def skip(why):
+    print("SKIP:", why)
+    sys.exit(77)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def mlx_model(folder):
+    import mlx.core as mx
+    from mlx_lm.models import qwen3
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    rope = cfg.get("rope_parameters") or {}
+    cfg.setdefault("rope_theta", rope.get("rope_theta", 1e6))
+    model = qwen3.Model(qwen3.ModelArgs.from_dict(cfg))
+    weights = mx.load(os.path.join(folder, "model.safetensors"))
+    weights = model.sanitize({k: v.astype(mx.float32) for k, v in weights.items()})
+    model.load_weights(list(weights.items()))
+    model.set_dtype(mx.float32)
+    return model
+
+
+def mlx_logits(model, ids):
+    import mlx.core as mx
+    import numpy as np
+    out = model(mx.array([ids]))
+    return np.array(out[0].astype(mx.float32))
+
+
+def mlx_greedy(model, ids, n, eos):
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+    cache = make_prompt_cache(model)
+    x = mx.array([ids])
+    out = []
+    for _ in range(n):
+        logits = model(x, cache=cache)
+        tok = int(mx.argmax(logits[0, -1]).item())
+        out.append(tok)
+        if tok == eos:
+            break
+        x = mx.array([[tok]])
+    return out
+
+
+def parley_dump(parley, folder, ids, greedy, work):
+    path = os.path.join(work, "ids.txt")
+    with open(path, "w") as f:
+        f.write(",".join(map(str, ids)))
+    out = os.path.join(work, "logits.npy")
+    r = subprocess.run([parley, "llm", "dump", "--model", folder, "--ids-file", path, "--out", out,
+                        "--greedy", str(greedy), "--threads", "2"],
+                       check=True, capture_output=True, text=True)
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    import numpy as np
+    return np.load(out), doc["greedy"]
+
+
+def until_eos(ids, eos):
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("parley")
+    ap.add_argument("models")
+    ap.add_argument("--per-task", type=int, default=12)
+    ap.add_argument("--tol", type=float, default=2e-3)
+    args = ap.parse_args()
+    try:
+        import mlx.core  # noqa: F401
+        import mlx_lm  # noqa: F401
+        from tokenizers import Tokenizer
+    except Exception as e:  # noqa: BLE001
+        skip(f"mlx-lm is not importable ({e}); run scripts/setup_llm_reference.sh")
+    sums = os.path.join(args.models, "SHA256SUMS")
+    if not os.path.exists(sums):
+        skip(f"no {sums}")
+    failures = []
+    for line in open(sums):
+        digest, name = line.split()
+        got = sha256(os.path.join(args.models, name))
+        if got != digest:
+            failures.append(f"{name}: sha256 {got} != {digest}")
+    print(f"files: {sum(1 for _ in open(sums))} checked against SHA256SUMS")
+
+    sys.path.insert(0, TRAIN)
+    import eval as train_eval  # tools/train/eval.py: the JSON schema checker
+    with tempfile.TemporaryDirectory(prefix="parley-trained-") as work:
+        subprocess.run([sys.executable, os.path.join(TRAIN, "data.py"), "eval", "--seed", "2",
+                        "--per-task", str(args.per_task), "--out", work], check=True,
+                       stdout=subprocess.DEVNULL)
+        items = [json.loads(l) for l in open(os.path.join(work, "eval.jsonl"))]
+        for name in ("parley-chat-target", "parley-chat-draft"):
+            folder = os.path.join(args.models, name)
+            tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+            eos = tok.token_to_id(EOS)
+            model = mlx_model(folder)
+            worst, same, exact, valid, n_add, n_json = 0.0, 0, 0, 0, 0, 0
+            picked = [it for it in items if it["task"] in ("add3", "json")]
+            for i, it in enumerate(picked):
+                ids = tok.encode(it["prompt"], add_special_tokens=False).ids
+                steps = 12 if it["task"] == "add3" else 200  # a JSON answer is ~60-150 tokens
+                logits, greedy = parley_dump(args.parley, folder, ids, steps, work)
+                greedy = until_eos(greedy, eos)
+                if i < 4:  # every position's logits on a few prompts
+                    ref = mlx_logits(model, ids)
+                    worst = max(worst, float(abs(ref - logits).max()))
+                ref_greedy = mlx_greedy(model, ids, steps, eos)
+                same += int(ref_greedy == greedy)
+                text = tok.decode([t for t in greedy if t != eos], skip_special_tokens=False)
+                if it["task"] == "add3":
+                    n_add += 1
+                    exact += int(text == it["answer"])
+                else:
+                    n_json += 1
+                    valid += int(train_eval.json_valid(text, it["meta"]["schema"]))
+            print(f"{name}: max |logit - mlx-lm| {worst:.2e} over 4 prompts; greedy answers equal "
+                  f"to mlx-lm's {same}/{len(picked)}; add3 exact {exact}/{n_add}, json valid "
+                  f"{valid}/{n_json}")
+            if worst > args.tol:
+                failures.append(f"{name}: logits differ by {worst:.2e} > {args.tol}")
+            if same != len(picked):
+                failures.append(f"{name}: {len(picked) - same} greedy answers differ from mlx-lm")
+            if name == "parley-chat-target" and (exact < 0.9 * n_add or valid < 0.9 * n_json):
+                failures.append(f"{name}: add3 {exact}/{n_add} or json {valid}/{n_json} below 90 %")
+    if failures:
+        print("FAIL:", "; ".join(failures))
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
