@@ -1,10 +1,14 @@
-// libFuzzer target: parse_gguf on arbitrary bytes, then every tensor's data: float views,
-// Q8_0 dequantization and raw bytes of other known types.
+// libFuzzer target: parse_gguf on arbitrary bytes, then every tensor's data (float views,
+// the dequantization of every quantized type parley reads, raw bytes of the rest) and the
+// chat-model metadata paths: the tokenizer from tokenizer.ggml.* (Tokenizer::from_gguf),
+// then an encode and decode with it.
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz_touch.h"
+#include "io/ggml_types.h"
 #include "io/gguf.h"
+#include "text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace parley::io;
@@ -14,14 +18,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         if (ggml_type_dtype(info.type)) {
           parley::fuzz::touch(f.tensor(info.name));
-        } else if (info.type == uint32_t(GgmlType::q8_0)) {
-          parley::fuzz::touch(dequantize_q8_0(f.raw(info.name), info.shape));
         } else {
-          volatile size_t n = f.raw(info.name).size();
-          (void)n;
+          parley::fuzz::touch(dequantize_ggml(info.type, f.raw(info.name), info.shape));
         }
       } catch (const parley::Error&) {
       }
+    }
+    try {
+      const parley::Tokenizer tok = parley::Tokenizer::from_gguf(f);
+      const auto ids = tok.encode("Hello, world! 123 \xe4\xbd\xa0\xe5\xa5\xbd <|im_end|>");
+      volatile size_t n = tok.decode(ids).size();
+      (void)n;
+    } catch (const parley::Error&) {
     }
   } catch (const parley::Error&) {
   }
