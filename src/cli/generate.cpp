@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
+#include "llm/gguf_template.h"
 #include "llm/model.h"
 #include "serving/llm_engine.h"
 #include "text/jinja/chat_template.h"
@@ -93,7 +94,7 @@ bool print_delta(int choice, std::string_view delta, const SampleResult&) {
 void run_generate(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const LlmModel model = LlmModel::load(opt.model);
-  const Tokenizer tokenizer = Tokenizer::from_dir(opt.model);
+  const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   LlmEngine engine(model, tokenizer, {.max_context = opt.context});
   GenerateRequest req;
   req.prompt = tokenizer.encode(opt.prompt, /*add_special_tokens=*/true);
@@ -131,8 +132,8 @@ nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
 void run_chat(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const LlmModel model = LlmModel::load(opt.model);
-  const Tokenizer tokenizer = Tokenizer::from_dir(opt.model);
-  const LoadedChatTemplate tmpl = load_chat_template(opt.model);
+  const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
+  const LoadedChatTemplate tmpl = load_llm_chat_template(opt.model);
   LlmEngine engine(model, tokenizer, {.max_context = opt.context});
   const SamplingParams params = sampling_params(opt.model, opt.sampling);
 

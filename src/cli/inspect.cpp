@@ -10,8 +10,11 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "engine/error.h"
+#include "io/gguf.h"
 #include "io/model_file.h"
 #include "llm/config.h"
+#include "llm/gguf_loader.h"
+#include "llm/gguf_template.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer.h"
 #include "whisper/model.h"
@@ -31,16 +34,27 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// A chat model's summary when PATH is a folder whose config.json names a chat family
-// (null otherwise): the resolved hyper-parameters, the tokenizer and the template.
+// A chat model's summary when PATH is a folder whose config.json names a chat family, or a
+// GGUF whose general.architecture is one (null otherwise): the resolved hyper-parameters,
+// the tokenizer and the template.
 nlohmann::json chat_model_summary(const std::string& path) {
   namespace fs = std::filesystem;
-  std::ifstream in(fs::path(path) / "config.json");
-  if (!fs::is_directory(path) || !in) return nullptr;
-  const auto raw = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!raw.is_object() || !raw.contains("model_type") || raw["model_type"] == "whisper")
-    return nullptr;
-  const LlmConfig c = load_llm_config(path);
+  LlmConfig c;
+  if (is_gguf_model(path)) {
+    try {
+      c = gguf_llm_config(io::read_gguf(gguf_model_file(path)));
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::unsupported) return nullptr;  // not a chat architecture
+      throw;
+    }
+  } else {
+    std::ifstream in(fs::path(path) / "config.json");
+    if (!fs::is_directory(path) || !in) return nullptr;
+    const auto raw = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!raw.is_object() || !raw.contains("model_type") || raw["model_type"] == "whisper")
+      return nullptr;
+    c = load_llm_config(path);
+  }
   nlohmann::json j = {{"family", family_name(c.family)},
                       {"model_type", c.model_type},
                       {"layers", c.n_layers},
@@ -57,14 +71,14 @@ nlohmann::json chat_model_summary(const std::string& path) {
     j["experts"] = {{"count", c.num_experts}, {"per_token", c.num_experts_per_tok}};
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   try {
-    const Tokenizer tok = Tokenizer::from_dir(path);
+    const Tokenizer tok = load_llm_tokenizer(path);
     j["tokenizer"] = {
         {"vocab_size", tok.vocab_size()}, {"bos_id", tok.bos_id()}, {"eos_ids", tok.eos_ids()}};
   } catch (const Error& e) {
     j["tokenizer"] = std::string("none: ") + e.what();
   }
   try {
-    const LoadedChatTemplate t = load_chat_template(path);
+    const LoadedChatTemplate t = load_llm_chat_template(path);
     j["chat_template"] = {{"name", t.tmpl.name()}, {"bytes", t.tmpl.source().size()}};
   } catch (const Error& e) {
     j["chat_template"] = std::string("none: ") + e.what();

@@ -16,6 +16,7 @@
 #include "cli/load_options.h"
 #include "cli/vad_gate.h"
 #include "engine/threadpool.h"
+#include "llm/gguf_loader.h"
 #include "server/http_server.h"
 #include "serving/chat_service.h"
 #include "serving/whisper_service.h"
@@ -41,6 +42,7 @@ struct ServeCliOptions {
 
 // Whether DIR holds a chat model: config.json whose model_type is not Whisper's.
 bool is_chat_model(const std::string& dir) {
+  if (is_gguf_model(dir)) return true;
   std::ifstream in(std::filesystem::path(dir) / "config.json");
   if (!in) return false;
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

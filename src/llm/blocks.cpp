@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/quant_matmul.h"
 #include "engine/ops/rope.h"
 
 namespace parley {
@@ -20,12 +21,19 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
     return spec.norm_plus_one ? src.get_plus_one(p + name + ".weight", {n})
                               : src.get(p + name + ".weight", {n});
   };
+  // A linear weight: still quantized when the source has it in blocks (GGUF), else f32.
+  auto lin = [&](const std::string& name, const Shape& shape, Tensor& t, QuantMatrix& q) {
+    if (const QuantMatrix* m = src.quant(name, shape))
+      q = *m;
+    else
+      t = src.get(name, shape);
+  };
   LayerWeights w;
   w.attn_norm = norm("input_layernorm", h);
-  w.q = src.get(p + "self_attn.q_proj.weight", {qd, h});
-  w.k = src.get(p + "self_attn.k_proj.weight", {kvd, h});
-  w.v = src.get(p + "self_attn.v_proj.weight", {kvd, h});
-  w.o = src.get(p + "self_attn.o_proj.weight", {h, qd});
+  lin(p + "self_attn.q_proj.weight", {qd, h}, w.q, w.q_quant);
+  lin(p + "self_attn.k_proj.weight", {kvd, h}, w.k, w.k_quant);
+  lin(p + "self_attn.v_proj.weight", {kvd, h}, w.v, w.v_quant);
+  lin(p + "self_attn.o_proj.weight", {h, qd}, w.o, w.o_quant);
   if (spec.qkv_bias) {
     w.q_bias = src.get(p + "self_attn.q_proj.bias", {qd});
     w.k_bias = src.get(p + "self_attn.k_proj.bias", {kvd});
@@ -43,9 +51,9 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
   w.mlp_norm = norm(spec.mlp_norm, h);
   if (!c.is_moe_layer(layer)) {
     const int64_t i = c.intermediate_size;
-    w.gate = src.get(p + "mlp.gate_proj.weight", {i, h});
-    w.up = src.get(p + "mlp.up_proj.weight", {i, h});
-    w.down = src.get(p + "mlp.down_proj.weight", {h, i});
+    lin(p + "mlp.gate_proj.weight", {i, h}, w.gate, w.gate_quant);
+    lin(p + "mlp.up_proj.weight", {i, h}, w.up, w.up_quant);
+    lin(p + "mlp.down_proj.weight", {h, i}, w.down, w.down_quant);
     return w;
   }
   const int64_t e = c.num_experts, i = c.moe_intermediate_size;
@@ -53,17 +61,34 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
   // Hugging Face stores experts one by one; mlx-lm's sanitize stacks them as switch_mlp.
   const bool stacked = src.has(p + "mlp.switch_mlp.gate_proj.weight");
   Tensor sg, su, sd;
+  QuantMatrix qg, qu, qdn;
   if (stacked) {
-    sg = src.get(p + "mlp.switch_mlp.gate_proj.weight", {e, i, h});
-    su = src.get(p + "mlp.switch_mlp.up_proj.weight", {e, i, h});
-    sd = src.get(p + "mlp.switch_mlp.down_proj.weight", {e, h, i});
+    lin(p + "mlp.switch_mlp.gate_proj.weight", {e, i, h}, sg, qg);
+    lin(p + "mlp.switch_mlp.up_proj.weight", {e, i, h}, su, qu);
+    lin(p + "mlp.switch_mlp.down_proj.weight", {e, h, i}, sd, qdn);
   }
+  // Expert x of a stacked quantized [E * N, K] matrix: its N rows, same blocks.
+  auto expert_rows = [](const QuantMatrix& m, int64_t x, int64_t n) {
+    QuantMatrix r = m;
+    r.rows = n;
+    r.data = m.data + x * n * m.row_bytes();
+    return r;
+  };
   for (int64_t x = 0; x < e; ++x) {
     ExpertWeights ew;
     if (stacked) {
-      ew.gate = sg.slice0(x, x + 1).reshape({i, h});
-      ew.up = su.slice0(x, x + 1).reshape({i, h});
-      ew.down = sd.slice0(x, x + 1).reshape({h, i});
+      if (qg.rows > 0)
+        ew.gate_quant = expert_rows(qg, x, i);
+      else
+        ew.gate = sg.slice0(x, x + 1).reshape({i, h});
+      if (qu.rows > 0)
+        ew.up_quant = expert_rows(qu, x, i);
+      else
+        ew.up = su.slice0(x, x + 1).reshape({i, h});
+      if (qdn.rows > 0)
+        ew.down_quant = expert_rows(qdn, x, h);
+      else
+        ew.down = sd.slice0(x, x + 1).reshape({h, i});
     } else {
       const std::string q = p + "mlp.experts." + std::to_string(x) + ".";
       ew.gate = src.get(q + "gate_proj.weight", {i, h});
@@ -77,11 +102,35 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
 
 namespace {
 
-void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+void linear(const Tensor& x, const Tensor& w, const QuantMatrix& wq, const Tensor& bias,
+            Tensor& out) {
+  const bool has_bias = bias.defined() && bias.numel() > 0;
+  if (wq.rows > 0) {
+    MatmulQuantOptions qo;
+    if (has_bias) qo.bias = &bias;
+    matmul_quant(x, wq, out, qo);
+    return;
+  }
   MatmulOptions opt;
   opt.trans_b = true;
-  if (bias.defined() && bias.numel() > 0) opt.bias = &bias;
+  if (has_bias) opt.bias = &bias;
   matmul(x, w, out, opt);
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  linear(x, w, QuantMatrix(), bias, out);
+}
+
+void mlp_impl(const FamilySpec& spec, const Tensor& gate, const QuantMatrix& gq, const Tensor& up,
+              const QuantMatrix& uq, const Tensor& down, const QuantMatrix& dq, const Tensor& x,
+              Pool& pool, Tensor& out) {
+  const int64_t t = x.dim(0), i = gq.rows > 0 ? gq.rows : gate.dim(0);
+  Tensor g = pool.alloc({t, i}, DType::f32);
+  Tensor u = pool.alloc({t, i}, DType::f32);
+  linear(x, gate, gq, Tensor(), g);
+  linear(x, up, uq, Tensor(), u);
+  glu(g, u, spec.act, g);
+  linear(g, down, dq, Tensor(), out);
 }
 
 }  // namespace
@@ -93,9 +142,9 @@ void attention_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeig
   Tensor q = pool.alloc({t, hq * d}, DType::f32);
   Tensor k = pool.alloc({t, hkv * d}, DType::f32);
   Tensor v = pool.alloc({t, hkv * d}, DType::f32);
-  linear(x, w.q, w.q_bias, q);
-  linear(x, w.k, w.k_bias, k);
-  linear(x, w.v, w.v_bias, v);
+  linear(x, w.q, w.q_quant, w.q_bias, q);
+  linear(x, w.k, w.k_quant, w.k_bias, k);
+  linear(x, w.v, w.v_quant, w.v_bias, v);
   Tensor q3 = q.reshape({t, hq, d}), k3 = k.reshape({t, hkv, d}), v3 = v.reshape({t, hkv, d});
   if (spec.qk_norm) {
     Tensor qf = q.reshape({t * hq, d}), kf = k.reshape({t * hkv, d});
@@ -112,18 +161,17 @@ void attention_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeig
   opt.softcap = c.attn_logit_softcapping;
   Tensor attn = pool.alloc({t, hq, d}, DType::f32);
   paged_attention(q3, cache.k(layer), cache.v(layer), step.rows, attn, opt);
-  linear(attn.reshape({t, hq * d}), w.o, w.o_bias, out);
+  linear(attn.reshape({t, hq * d}), w.o, w.o_quant, w.o_bias, out);
 }
 
 void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, const Tensor& down,
                const Tensor& x, Pool& pool, Tensor& out) {
-  const int64_t t = x.dim(0), i = gate.dim(0);
-  Tensor g = pool.alloc({t, i}, DType::f32);
-  Tensor u = pool.alloc({t, i}, DType::f32);
-  linear(x, gate, Tensor(), g);
-  linear(x, up, Tensor(), u);
-  glu(g, u, spec.act, g);
-  linear(g, down, Tensor(), out);
+  mlp_impl(spec, gate, QuantMatrix(), up, QuantMatrix(), down, QuantMatrix(), x, pool, out);
+}
+
+void mlp_block(const FamilySpec& spec, const LayerWeights& w, const Tensor& x, Pool& pool,
+               Tensor& out) {
+  mlp_impl(spec, w.gate, w.gate_quant, w.up, w.up_quant, w.down, w.down_quant, x, pool, out);
 }
 
 void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w, const Tensor& x,
@@ -185,7 +233,8 @@ void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w
                   size_t(h) * sizeof(float));
     Tensor xin = xe.slice0(0, n), yout = ye.slice0(0, n);
     const ExpertWeights& ew = w.experts[size_t(e)];
-    mlp_block(spec, ew.gate, ew.up, ew.down, xin, pool, yout);
+    mlp_impl(spec, ew.gate, ew.gate_quant, ew.up, ew.up_quant, ew.down, ew.down_quant, xin, pool,
+             yout);
     for (int64_t r = 0; r < n; ++r)
       std::memcpy(contrib.data<float>() + ord[b + r] * h, yout.data<float>() + r * h,
                   size_t(h) * sizeof(float));

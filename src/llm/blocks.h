@@ -1,6 +1,7 @@
 // The shared pieces of every family's decoder layer (llama.cpp's build_attn / build_ffn):
 // weight loading by role, the attention block over the paged cache, the gated MLP and the
-// routed-experts MLP. Family files (families/) only set the FamilySpec flags these read.
+// routed-experts MLP. Linear weights a GGUF keeps in ggml blocks (LayerWeights' *_quant)
+// go through matmul_quant. Family files (families/) only set the FamilySpec flags these read.
 // Shapes: T tokens of the batch, H hidden, Hq / Hkv heads of D, I intermediate.
 #pragma once
 
@@ -34,6 +35,9 @@ void attention_block(const LlmConfig& config, const FamilySpec& spec, const Laye
 // out [T, H] = down(act(gate x) * up x).
 void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, const Tensor& down,
                const Tensor& x, Pool& pool, Tensor& out);
+// The same with layer w's dense MLP weights, quantized or not.
+void mlp_block(const FamilySpec& spec, const LayerWeights& w, const Tensor& x, Pool& pool,
+               Tensor& out);
 
 // out [T, H] = sum over the token's top-k experts e of p_e * expert_e(x); p from the
 // softmax router (renormalized over the k with norm_topk_prob). Each token's sum runs in

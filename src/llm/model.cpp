@@ -12,6 +12,7 @@
 #include "engine/ops/rope.h"
 #include "llm/blocks.h"
 #include "llm/families/families.h"
+#include "llm/gguf_loader.h"
 
 namespace parley {
 
@@ -33,14 +34,26 @@ LlmModel::LlmModel(LlmConfig config, LlmWeights weights)
   inv_freq_global_ =
       host_vector(rope_inv_freq(int(config_.head_dim), config_.rope_theta, config_.rope_scaling));
   // Gemma 3's local layers use their own base and no scaling.
+  if (weights_.rope_freq_factors.defined() && weights_.rope_freq_factors.numel() > 0) {
+    check_arg(weights_.rope_freq_factors.numel() == inv_freq_global_.numel(),
+              "[llm] rope frequency factors do not match head_dim / 2");
+    for (int64_t i = 0; i < inv_freq_global_.numel(); ++i)
+      inv_freq_global_.data<float>()[i] /= weights_.rope_freq_factors.data<float>()[i];
+  }
   inv_freq_local_ =
       host_vector(rope_inv_freq(int(config_.head_dim), config_.rope_local_base_freq, {}));
 }
 
 LlmModel LlmModel::load(const std::string& dir) {
+  if (is_gguf_model(dir)) return load_gguf_llm(dir);
   LlmConfig config = load_llm_config(dir);
-  const FamilySpec spec = family_spec(config);
   const TensorSource src = open_tensor_source(dir);
+  return from_source(std::move(config), src);
+}
+
+LlmModel LlmModel::from_source(LlmConfig config, const TensorSource& src,
+                               Tensor rope_freq_factors) {
+  const FamilySpec spec = family_spec(config);
   // Multimodal Gemma 3 checkpoints keep the text model under language_model.
   const std::string prefix =
       !src.has("model.embed_tokens.weight") && src.has("language_model.model.embed_tokens.weight")
@@ -57,6 +70,7 @@ LlmModel LlmModel::load(const std::string& dir) {
   w.lm_head = tied ? w.embed : src.get(prefix + "lm_head.weight", {v, h});
   for (int64_t l = 0; l < config.n_layers; ++l)
     w.layers.push_back(load_layer(src, prefix, config, spec, l));
+  w.rope_freq_factors = std::move(rope_freq_factors);
   return LlmModel(std::move(config), std::move(w));
 }
 
@@ -116,7 +130,7 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     if (c.is_moe_layer(l))
       moe_block(c, spec, w, x, pool, y);
     else
-      mlp_block(spec, w.gate, w.up, w.down, x, pool, y);
+      mlp_block(spec, w, x, pool, y);
     if (spec.sandwich_norms) rms_norm(y, w.mlp_out_norm, c.rms_norm_eps, y);
     add(h, y, h);
   }

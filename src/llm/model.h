@@ -48,7 +48,13 @@ class LlmModel {
  public:
   // DIR/config.json and DIR/model.safetensors, or the shards that
   // DIR/model.safetensors.index.json lists.
+  // A .gguf file, or a folder without config.json holding one, goes to load_gguf_llm
+  // (llm/gguf_loader.h).
   static LlmModel load(const std::string& dir);
+  // The weights by role from `src` under transformers' names; rope_freq_factors (optional,
+  // [head_dim / 2]) divide the global RoPE frequencies.
+  static LlmModel from_source(LlmConfig config, const TensorSource& src,
+                              Tensor rope_freq_factors = Tensor());
   LlmModel(LlmConfig config, LlmWeights weights);
 
   const LlmConfig& config() const { return config_; }

@@ -17,22 +17,42 @@ namespace fs = std::filesystem;
 TensorSource::TensorSource(std::map<std::string, Tensor> tensors, std::string dir)
     : tensors_(std::move(tensors)), dir_(std::move(dir)) {}
 
-bool TensorSource::has(const std::string& name) const { return tensors_.count(name) != 0; }
+bool TensorSource::has(const std::string& name) const {
+  return tensors_.count(name) != 0 || quant_.count(name) != 0;
+}
+
+const QuantMatrix* TensorSource::quant(const std::string& name, const Shape& shape) const {
+  auto it = quant_.find(name);
+  if (it == quant_.end()) return nullptr;
+  const QuantMatrix& m = it->second;
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < shape.ndim(); ++i) rows *= shape[i];
+  check_arg(shape.ndim() >= 2 && m.rows == rows && m.cols == shape[-1],
+            "[llm weights] " + dir_ + ": tensor '" + display(name) + "' is " + m.describe() +
+                ", the config implies " + shape.str());
+  return &m;
+}
+
+std::string TensorSource::display(const std::string& name) const {
+  return name_of_ ? name_of_(name) : name;
+}
 
 Tensor TensorSource::get(const std::string& name, const Shape& shape) const {
   auto it = tensors_.find(name);
   check(it != tensors_.end(), ErrorKind::not_found,
-        "[llm weights] " + dir_ + ": tensor '" + name + "' is missing");
+        "[llm weights] " + dir_ + ": tensor '" + display(name) + "' is missing");
   const Tensor& t = it->second;
-  check_arg(t.shape() == shape, "[llm weights] " + dir_ + ": tensor '" + name + "' has shape " +
-                                    t.shape().str() + ", config.json implies " + shape.str());
-  check_arg(is_float(t.dtype()), "[llm weights] " + dir_ + ": tensor '" + name + "' is " +
+  check_arg(t.shape() == shape, "[llm weights] " + dir_ + ": tensor '" + display(name) +
+                                    "' has shape " + t.shape().str() + ", the config implies " +
+                                    shape.str());
+  check_arg(is_float(t.dtype()), "[llm weights] " + dir_ + ": tensor '" + display(name) + "' is " +
                                      std::string(dtype_name(t.dtype())) + ", not a float type");
   return t.dtype() == DType::f32 ? t : t.cast(DType::f32);
 }
 
 Tensor TensorSource::get_plus_one(const std::string& name, const Shape& shape) const {
   const Tensor src = get(name, shape);
+  if (plus_one_stored_) return src;
   Tensor out = Tensor::empty(shape, DType::f32);
   for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = src.data<float>()[i] + 1.0f;
   return out;

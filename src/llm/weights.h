@@ -5,17 +5,22 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "engine/quant.h"
 #include "engine/tensor.h"
 #include "llm/config.h"
 
 namespace parley {
 
+// A linear weight either as a Tensor or, from a GGUF, still in ggml's blocks: when
+// `quant.rows > 0` the Tensor is undefined and the layer calls matmul_quant.
 struct ExpertWeights {
   Tensor gate, up, down;  // [I, H], [I, H], [H, I]
+  QuantMatrix gate_quant, up_quant, down_quant;
 };
 
 struct LayerWeights {
@@ -30,6 +35,8 @@ struct LayerWeights {
   Tensor gate, up, down;               // dense MLP: [I, H], [I, H], [H, I]
   Tensor router;                       // MoE: [E, H]
   std::vector<ExpertWeights> experts;  // MoE: E experts of moe_intermediate_size
+  // Block-quantized forms of q, k, v, o, gate, up, down (rows == 0: the Tensor is used).
+  QuantMatrix q_quant, k_quant, v_quant, o_quant, gate_quant, up_quant, down_quant;
 };
 
 struct LlmWeights {
@@ -37,6 +44,7 @@ struct LlmWeights {
   Tensor final_norm;  // [H]
   Tensor lm_head;     // [V, H]; the embedding itself when tied
   std::vector<LayerWeights> layers;
+  Tensor rope_freq_factors;  // [D/2] divisors of the global inv_freq (a GGUF's rope_freqs)
 };
 
 // Where a family's loader takes tensors from: every tensor of the model's safetensors
@@ -50,10 +58,25 @@ class TensorSource {
   // get() plus 1 on every element: Gemma's RMSNorm scales by (1 + w).
   Tensor get_plus_one(const std::string& name, const Shape& shape) const;
   const std::string& dir() const { return dir_; }
+  // Block-quantized weights by name (a GGUF's Q8_0, Q4_K, ...), kept out of get().
+  void set_quant(std::map<std::string, QuantMatrix> quant) { quant_ = std::move(quant); }
+  // The quantized form of `name` (shape [N, K], or [E, N, K] for stacked experts), or null
+  // when the tensor is not quantized; a wrong shape is invalid_argument.
+  const QuantMatrix* quant(const std::string& name, const Shape& shape) const;
+  // Messages name tensors as the file does (a GGUF's "blk.0.attn_q.weight").
+  void set_file_names(std::function<std::string(const std::string&)> name_of) {
+    name_of_ = std::move(name_of);
+  }
+  // The file stores Gemma's norms as 1 + w already (llama.cpp's GGUF): get_plus_one = get.
+  void set_norms_plus_one_stored(bool stored) { plus_one_stored_ = stored; }
 
  private:
+  std::string display(const std::string& name) const;
   std::map<std::string, Tensor> tensors_;
+  std::map<std::string, QuantMatrix> quant_;
   std::string dir_;
+  std::function<std::string(const std::string&)> name_of_;
+  bool plus_one_stored_ = false;
 };
 
 // Every tensor of DIR's model.safetensors or of the shards model.safetensors.index.json

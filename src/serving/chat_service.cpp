@@ -4,14 +4,15 @@
 #include <filesystem>
 
 #include "engine/error.h"
+#include "llm/gguf_template.h"
 
 namespace parley {
 
 ChatService::ChatService(ChatServiceOptions options) : options_(std::move(options)) {
   model_ = std::make_unique<LlmModel>(LlmModel::load(options_.model_dir));
-  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(options_.model_dir));
+  tokenizer_ = std::make_unique<Tokenizer>(load_llm_tokenizer(options_.model_dir));
   try {
-    template_ = std::make_unique<LoadedChatTemplate>(load_chat_template(options_.model_dir));
+    template_ = std::make_unique<LoadedChatTemplate>(load_llm_chat_template(options_.model_dir));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::not_found) throw;  // a template that does not parse: fail now
     template_error_ = e.what();
