@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -372,8 +373,10 @@ class Session : public std::enable_shared_from_this<Session> {
       } else {
         o.ok = true;
         result = *r;
-        if (!self->chat_req_.stream)
+        if (!self->chat_req_.stream) {
           o.body = json_dump(response_json(self->chat_req_, self->chat_meta_, *r, svc.tokenizer()));
+          o.content_type = "application/json";
+        }
       }
       net::post(self->stream_.get_executor(),
                 [self, gen, o = std::move(o), result = std::move(result)]() mutable {
@@ -394,12 +397,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_chat_token(int choice, const std::string& delta, const nlohmann::json& logprobs) {
     if (closed_) return;
     if (!headers_sent_) send_sse_headers();
-    const bool first = chat_first_[size_t(choice)];
-    if (first && chat_req_.chat) {
-      out_.push_back(
-          sse_event(chunk_json(chat_req_, chat_meta_, choice, nullptr, nullptr, "", true)));
-    }
-    chat_first_[size_t(choice)] = false;
+    push_role_chunk(choice);
     if (!delta.empty() || !logprobs.is_null())
       out_.push_back(
           sse_event(chunk_json(chat_req_, chat_meta_, choice, &delta, logprobs, "", false)));
@@ -407,33 +405,25 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_chat_done(Outcome o, const std::optional<GenerateResult>& r) {
-    job_active_ = false;
     chat_job_.reset();
-    if (closed_) return;
-    if (!o.ok) {
-      if (o.cancelled) return close();
-      if (!headers_sent_) return send_error(o.error, o.error_kind);
-      st_.metrics.count_error(o.error_kind);
-      out_.push_back("data: " + o.error.to_json() + "\n\n");
-    } else if (streaming_) {
-      if (!headers_sent_) send_sse_headers();
+    finish_job(o, "", [&] {
       for (size_t i = 0; i < r->choices.size(); ++i) {
-        if (chat_first_[i] && chat_req_.chat)
-          out_.push_back(
-              sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr, "", true)));
+        push_role_chunk(int(i));
         out_.push_back(sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr,
                                             finish_reason(r->choices[i]), false)));
       }
       if (chat_req_.include_usage)
         out_.push_back(sse_event(usage_chunk_json(chat_req_, chat_meta_, *r)));
       out_.push_back("data: [DONE]\n\n");
-      st_.metrics.count_request(route_, 200);
-    } else {
-      st_.metrics.count_request(route_, 200);
-      return send(response(http::status::ok, std::move(o.body), "application/json"), false);
-    }
-    finish_stream_ = true;
-    pump();
+    });
+  }
+
+  // A chat choice's first chunk (its role), once, before its first text.
+  void push_role_chunk(int choice) {
+    if (chat_first_[size_t(choice)] && chat_req_.chat)
+      out_.push_back(
+          sse_event(chunk_json(chat_req_, chat_meta_, choice, nullptr, nullptr, "", true)));
+    chat_first_[size_t(choice)] = false;
   }
 
   // The loaded model answers to its folder name and, for OpenAI clients, "whisper-1".
@@ -549,19 +539,29 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_done(Outcome o) {
-    job_active_ = false;
     job_.reset();
+    finish_job(o, "event: error\n", [&] {
+      nlohmann::json done{{"type", "transcript.text.done"}, {"text", o.body}};
+      if (!o.logprobs.is_null()) done["logprobs"] = std::move(o.logprobs);
+      out_.push_back(sse_event(done));
+    });
+  }
+
+  // The end of a job, audio or chat: a failure before any byte went out is a plain error
+  // answer, after that an SSE error event (error_prefix before its data line); a stream
+  // gets its closing events from stream_end, a plain answer the outcome's body.
+  void finish_job(Outcome& o, std::string_view error_prefix,
+                  const std::function<void()>& stream_end) {
+    job_active_ = false;
     if (closed_) return;
     if (!o.ok) {
       if (o.cancelled) return close();
       if (!headers_sent_) return send_error(o.error, o.error_kind);
       st_.metrics.count_error(o.error_kind);
-      out_.push_back("event: error\ndata: " + o.error.to_json() + "\n\n");
+      out_.push_back(std::string(error_prefix) + "data: " + o.error.to_json() + "\n\n");
     } else if (streaming_) {
       if (!headers_sent_) send_sse_headers();
-      nlohmann::json done{{"type", "transcript.text.done"}, {"text", o.body}};
-      if (!o.logprobs.is_null()) done["logprobs"] = std::move(o.logprobs);
-      out_.push_back(sse_event(done));
+      stream_end();
       st_.metrics.count_request(route_, 200);
     } else {
       st_.metrics.count_request(route_, 200);

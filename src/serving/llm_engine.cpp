@@ -35,6 +35,7 @@ std::vector<int32_t> eos_ids(const LlmConfig& config, const Tokenizer& tokenizer
 
 // One choice's decoding state: its blocks, sampler, detokenizer and stop matcher.
 struct Choice {
+  int index = 0;  // in the request
   std::vector<int32_t> blocks;
   std::optional<RowSampling> sampler;
   std::optional<StreamDecoder> decoder;
@@ -130,6 +131,7 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
   std::vector<std::unique_ptr<Choice>> choices;
   for (int i = 0; i < request.n; ++i) {
     auto c = std::make_unique<Choice>();
+    c->index = i;
     c->blocks = take_blocks(blocks_each);
     c->sampler.emplace(params, vocab, request.prompt, eos, uint64_t(i));
     c->decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
@@ -190,10 +192,7 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
         c.out.stop_index = c.stops.stop_index();
       }
       c.out.text += step.emit;
-      const int index = int(std::find_if(choices.begin(), choices.end(),
-                                         [&](const auto& p) { return p.get() == &c; }) -
-                            choices.begin());
-      if (on_token && !on_token(index, step.emit, s)) cancelled = true;
+      if (on_token && !on_token(c.index, step.emit, s)) cancelled = true;
       c.next_token = s.token;
     }
     if (cancelled) {

@@ -92,8 +92,8 @@ class Regex {
   pcre2_code* code_ = nullptr;
 };
 
-// Escapes text for use as a literal in a non-UTF pattern: every ASCII byte that is not a
-// letter or digit as \xhh, other bytes as themselves.
+}  // namespace
+
 std::string regex_literal(std::string_view text) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
@@ -109,8 +109,6 @@ std::string regex_literal(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 struct BpeTokenizer::Impl {
   std::string name;

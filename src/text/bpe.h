@@ -43,6 +43,10 @@ struct BpeConfig {
   std::string name = "bpe";
 };
 
+// text escaped for use as a literal in a PCRE2 pattern (UTF or not): every ASCII byte that
+// is not a letter or digit as \xhh, other bytes as themselves.
+std::string regex_literal(std::string_view text);
+
 class BpeTokenizer {
  public:
   // Validates the config (duplicate tokens or ids, merges of unknown tokens, a regex that

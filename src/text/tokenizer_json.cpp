@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "text/bpe.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_spec.h"
 
@@ -42,7 +43,7 @@ struct Loader {
   // A {"String": s} or {"Regex": r} pattern as a regex.
   std::shared_ptr<const TokRegex> pattern(const json& p) const {
     if (p.contains("Regex")) return regex(p.at("Regex").get<std::string>());
-    if (p.contains("String")) return regex(TokRegex::escape(p.at("String").get<std::string>()));
+    if (p.contains("String")) return regex(regex_literal(p.at("String").get<std::string>()));
     fail(ErrorKind::invalid_argument, name, "pattern is neither String nor Regex");
   }
   std::string type_of(const json& j, const char* what) const {
@@ -139,7 +140,7 @@ struct Loader {
       s.replacement = j.value("replacement", std::string("\xe2\x96\x81"));
       s.prepend_scheme = scheme(j);
       s.split = j.value("split", true);
-      s.pattern = regex(TokRegex::escape(s.replacement));
+      s.pattern = regex(regex_literal(s.replacement));
       out.push_back(std::move(s));
     } else if (type == "Digits") {
       bool individual = j.value("individual_digits", false);

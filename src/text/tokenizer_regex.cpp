@@ -4,7 +4,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <cctype>
 #include <string>
 
 #include "engine/error.h"
@@ -119,22 +118,6 @@ std::vector<std::pair<size_t, size_t>> TokRegex::find_all(std::string_view text)
     have_last = true;
     last_end = end;
     from = end;
-  }
-  return out;
-}
-
-std::string TokRegex::escape(std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x80 && !std::isalnum(u)) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
   }
   return out;
 }

@@ -26,9 +26,6 @@ class TokRegex {
   // match data is made per call.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
 
-  // `text` escaped to match literally (for Split patterns given as a String).
-  static std::string escape(std::string_view text);
-
  private:
   struct Code;
   std::unique_ptr<Code> code_;
