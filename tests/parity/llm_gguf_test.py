@@ -24,54 +24,16 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, "..", "..", "tools", "train")
-EOS = "<|im_end|>"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llm_common import EOS, TRAIN, held_out_items, skip, until_eos  # noqa: E402
+from llm_common import parley_dump as dump  # noqa: E402
 
-
-def skip(why):
-    print("SKIP:", why)
-    sys.exit(77)
-
-
-def dump(parley, model, ids, greedy, work):
-    import numpy as np
-    path = os.path.join(work, "ids.txt")
-    with open(path, "w") as f:
-        f.write(",".join(map(str, ids)))
-    out = os.path.join(work, "logits.npy")
-    r = subprocess.run([parley, "llm", "dump", "--model", model, "--ids-file", path, "--out", out,
-                        "--greedy", str(greedy), "--threads", "2"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"FAIL: parley llm dump --model {model}: {r.stderr.strip()}")
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
-    return np.load(out), doc["greedy"]
-
-
-def until_eos(ids, eos):
-    return ids[: ids.index(eos) + 1] if eos in ids else ids
-
-
-def read_safetensors(path):
-    import numpy as np
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-        base = 8 + n
-        out = {}
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            assert info["dtype"] == "F32", (name, info["dtype"])
-            a, b = info["data_offsets"]
-            f.seek(base + a)
-            out[name] = np.frombuffer(f.read(b - a), dtype="<f4").reshape(info["shape"])
-    return out
+sys.path.insert(0, TRAIN)
+from export_gguf import read_safetensors  # noqa: E402  (tools/train: {name: f32 array})
 
 
 def permute(w, n_head):
@@ -284,9 +246,7 @@ def main():
         prefix = os.path.join(work, "target")
         subprocess.run([sys.executable, os.path.join(TRAIN, "export_gguf.py"), target, prefix,
                         "--types", "f16,q8_0"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([sys.executable, os.path.join(TRAIN, "data.py"), "eval", "--seed", "2",
-                        "--per-task", "12", "--out", work], check=True, stdout=subprocess.DEVNULL)
-        items = [json.loads(l) for l in open(os.path.join(work, "eval.jsonl"))]
+        items = held_out_items(work, 12)
         adds = [it for it in items if it["task"] == "add3"][:12]
         tok = Tokenizer.from_file(os.path.join(target, "tokenizer.json"))
         eos = tok.token_to_id(EOS)

@@ -18,18 +18,11 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, "..", "..", "tools", "train")
-EOS = "<|im_end|>"
-
-
-def skip(why):
-    print("SKIP:", why)
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llm_common import EOS, TRAIN, held_out_items, parley_dump, skip, until_eos  # noqa: E402
 
 
 def sha256(path):
@@ -78,23 +71,6 @@ def mlx_greedy(model, ids, n, eos):
     return out
 
 
-def parley_dump(parley, folder, ids, greedy, work):
-    path = os.path.join(work, "ids.txt")
-    with open(path, "w") as f:
-        f.write(",".join(map(str, ids)))
-    out = os.path.join(work, "logits.npy")
-    r = subprocess.run([parley, "llm", "dump", "--model", folder, "--ids-file", path, "--out", out,
-                        "--greedy", str(greedy), "--threads", "2"],
-                       check=True, capture_output=True, text=True)
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
-    import numpy as np
-    return np.load(out), doc["greedy"]
-
-
-def until_eos(ids, eos):
-    return ids[: ids.index(eos) + 1] if eos in ids else ids
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("parley")
@@ -122,10 +98,7 @@ def main():
     sys.path.insert(0, TRAIN)
     import eval as train_eval  # tools/train/eval.py: the JSON schema checker
     with tempfile.TemporaryDirectory(prefix="parley-trained-") as work:
-        subprocess.run([sys.executable, os.path.join(TRAIN, "data.py"), "eval", "--seed", "2",
-                        "--per-task", str(args.per_task), "--out", work], check=True,
-                       stdout=subprocess.DEVNULL)
-        items = [json.loads(l) for l in open(os.path.join(work, "eval.jsonl"))]
+        items = held_out_items(work, args.per_task)
         for name in ("parley-chat-target", "parley-chat-draft"):
             folder = os.path.join(args.models, name)
             tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
