@@ -1,7 +1,5 @@
 // `parley inspect [PATH]`: what a model file or folder holds (format, metadata, tensors),
 // as text or JSON. Without PATH it reads the built-in default model.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -38,7 +36,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // GGUF whose general.architecture is one (null otherwise): the resolved hyper-parameters,
 // the tokenizer and the template.
 nlohmann::json chat_model_summary(const std::string& path) {
-  namespace fs = std::filesystem;
+  if (!is_llm_model(path)) return nullptr;
   LlmConfig c;
   if (is_gguf_model(path)) {
     try {
@@ -48,11 +46,6 @@ nlohmann::json chat_model_summary(const std::string& path) {
       throw;
     }
   } else {
-    std::ifstream in(fs::path(path) / "config.json");
-    if (!fs::is_directory(path) || !in) return nullptr;
-    const auto raw = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!raw.is_object() || !raw.contains("model_type") || raw["model_type"] == "whisper")
-      return nullptr;
     c = load_llm_config(path);
   }
   nlohmann::json j = {{"family", family_name(c.family)},

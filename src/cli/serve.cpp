@@ -5,11 +5,8 @@
 // ChatService with a chat model, and runs the HTTP server until SIGINT/SIGTERM, which
 // drains admitted requests first.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -40,22 +37,12 @@ struct ServeCliOptions {
   DeviceFlags device;
 };
 
-// Whether DIR holds a chat model: config.json whose model_type is not Whisper's.
-bool is_chat_model(const std::string& dir) {
-  if (is_gguf_model(dir)) return true;
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return false;
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("model_type") && j["model_type"].is_string() &&
-         j["model_type"] != "whisper";
-}
-
 void run_serve(ServeCliOptions opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   check_arg(opt.max_body_mb > 0, "[serve] --max-body-mb must be positive");
   opt.http.max_body_bytes = uint64_t(opt.max_body_mb * 1024 * 1024);
   std::unique_ptr<ChatService> chat;
-  if (!opt.model.empty() && is_chat_model(opt.model)) {
+  if (!opt.model.empty() && is_llm_model(opt.model)) {
     ChatServiceOptions c;
     c.model_dir = opt.model;
     c.queue_capacity = opt.chat_queue;

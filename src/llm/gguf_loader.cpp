@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <variant>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 #include "llm/families/families.h"
@@ -198,6 +201,15 @@ bool is_gguf_model(const std::string& path) {
   if (fs::is_directory(path, ec))
     return !fs::exists(fs::path(path) / "config.json") && !gguf_files_in(path).empty();
   return ends_with_gguf(path);
+}
+
+bool is_llm_model(const std::string& path) {
+  if (is_gguf_model(path)) return true;
+  std::ifstream in(fs::path(path) / "config.json");
+  if (!in) return false;
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("model_type") && j["model_type"].is_string() &&
+         j["model_type"] != "whisper";
 }
 
 std::string gguf_model_file(const std::string& path) {

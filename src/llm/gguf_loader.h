@@ -42,6 +42,10 @@ LlmConfig gguf_llm_config(const io::GgufFile& file);
 // The model of a .gguf file (or a folder holding one).
 LlmModel load_gguf_llm(const std::string& path);
 
+// Whether `path` is a chat model: a GGUF (is_gguf_model), or a folder whose config.json has a
+// model_type other than Whisper's (the family itself is checked when it loads).
+bool is_llm_model(const std::string& path);
+
 // The model / tokenizer of a chat model path: a Hugging Face folder or a GGUF.
 LlmModel load_llm_model(const std::string& path);
 Tokenizer load_llm_tokenizer(const std::string& path);
