@@ -18,6 +18,7 @@
 #include "engine/threadpool.h"
 #include "llm/gguf_template.h"
 #include "llm/model.h"
+#include "serving/chat_service.h"
 #include "serving/llm_engine.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer.h"
@@ -115,20 +116,6 @@ void run_generate(const GenerateOptions& opt) {
   }
 }
 
-// The template's context for a conversation, as transformers' apply_chat_template builds it.
-nlohmann::ordered_json chat_context(const nlohmann::ordered_json& messages,
-                                    const LoadedChatTemplate& tmpl, bool no_think) {
-  nlohmann::ordered_json ctx;
-  ctx["messages"] = alias_reasoning_fields(messages);
-  ctx["tools"] = nullptr;
-  ctx["documents"] = nullptr;
-  ctx["add_generation_prompt"] = true;
-  ctx["bos_token"] = tmpl.bos_token;
-  ctx["eos_token"] = tmpl.eos_token;
-  if (no_think) ctx["enable_thinking"] = false;
-  return ctx;
-}
-
 void run_chat(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const LlmModel model = LlmModel::load(opt.model);
@@ -159,7 +146,10 @@ void run_chat(const GenerateOptions& opt) {
     GenerateRequest req;
     // The template writes the special tokens itself (transformers renders, then tokenizes
     // with add_special_tokens=False).
-    req.prompt = tokenizer.encode(tmpl.tmpl.render(chat_context(messages, tmpl, opt.no_think)),
+    const nlohmann::ordered_json kwargs = opt.no_think
+                                              ? nlohmann::ordered_json{{"enable_thinking", false}}
+                                              : nlohmann::ordered_json();
+    req.prompt = tokenizer.encode(render_conversation(tmpl, messages, nullptr, kwargs, true),
                                   /*add_special_tokens=*/false);
     req.params = params;
     const GenerateResult r = engine.generate(req, print_delta);

@@ -8,6 +8,23 @@
 
 namespace parley {
 
+std::string render_conversation(const LoadedChatTemplate& tmpl,
+                                const nlohmann::ordered_json& messages,
+                                const nlohmann::ordered_json& tools,
+                                const nlohmann::ordered_json& template_kwargs,
+                                bool add_generation_prompt) {
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+  if (template_kwargs.is_object())
+    for (const auto& [k, v] : template_kwargs.items()) ctx[k] = v;
+  ctx["messages"] = alias_reasoning_fields(messages);
+  ctx["tools"] = tools;
+  ctx["documents"] = nullptr;
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["bos_token"] = tmpl.bos_token;
+  ctx["eos_token"] = tmpl.eos_token;
+  return tmpl.tmpl.render(ctx);
+}
+
 ChatService::ChatService(ChatServiceOptions options) : options_(std::move(options)) {
   model_ = std::make_unique<LlmModel>(LlmModel::load(options_.model_dir));
   tokenizer_ = std::make_unique<Tokenizer>(load_llm_tokenizer(options_.model_dir));
@@ -58,19 +75,9 @@ std::vector<int32_t> ChatService::prompt_ids(const ChatJob& job) const {
   if (!job.chat) return tokenizer_->encode(job.prompt, /*add_special_tokens=*/true);
   check_arg(template_ != nullptr, "[chat] this model has no chat template (" + template_error_ +
                                       "); use /v1/completions");
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-  if (job.template_kwargs.is_object())
-    for (const auto& [k, v] : job.template_kwargs.items()) ctx[k] = v;
-  // The context transformers' apply_chat_template builds.
-  ctx["messages"] = alias_reasoning_fields(job.messages);
-  ctx["tools"] = job.tools;  // null when none
-  ctx["documents"] = nullptr;
-  ctx["add_generation_prompt"] = job.add_generation_prompt;
-  ctx["bos_token"] = template_->bos_token;
-  ctx["eos_token"] = template_->eos_token;
-  // transformers renders, then tokenizes without adding special tokens: the template
-  // writes them.
-  return tokenizer_->encode(template_->tmpl.render(ctx), /*add_special_tokens=*/false);
+  return tokenizer_->encode(render_conversation(*template_, job.messages, job.tools,
+                                                job.template_kwargs, job.add_generation_prompt),
+                            /*add_special_tokens=*/false);
 }
 
 void ChatService::worker_loop() {

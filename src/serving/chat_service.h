@@ -55,6 +55,16 @@ struct ChatJob {
   std::atomic<bool> cancelled{false};
 };
 
+// A conversation's prompt text: the context transformers' apply_chat_template builds
+// (template_kwargs first, then messages with reasoning fields aliased, tools (null when
+// none), documents (null), add_generation_prompt, bos_token, eos_token), rendered by the
+// template. Tokenize it without added special tokens: the template writes them.
+std::string render_conversation(const LoadedChatTemplate& tmpl,
+                                const nlohmann::ordered_json& messages,
+                                const nlohmann::ordered_json& tools,
+                                const nlohmann::ordered_json& template_kwargs,
+                                bool add_generation_prompt);
+
 struct ChatStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
