@@ -204,8 +204,6 @@ void parse_sampling(const ojson& body, ChatRequest& r, int32_t vocab) {
   }
 }
 
-std::string token_text(const Tokenizer& tok, int32_t id) { return tok.token_bytes(id); }
-
 nlohmann::json bytes_json(const std::string& s) {
   nlohmann::json b = nlohmann::json::array();
   for (unsigned char c : s) b.push_back(int(c));
@@ -294,10 +292,10 @@ nlohmann::json usage_json(const GenerateResult& r) {
 namespace {
 
 nlohmann::json chat_token_logprob(const Tokenizer& tok, const SampleResult& s) {
-  const std::string text = token_text(tok, s.token);
+  const std::string text = tok.token_bytes(s.token);
   nlohmann::json top = nlohmann::json::array();
   for (const IdLogprob& t : s.top_logprobs()) {
-    const std::string tt = token_text(tok, t.token);
+    const std::string tt = tok.token_bytes(t.token);
     top.push_back({{"token", tt}, {"logprob", t.logprob}, {"bytes", bytes_json(tt)}});
   }
   return {
@@ -317,11 +315,11 @@ nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
   nlohmann::json tokens = nlohmann::json::array(), lps = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
   for (const auto& s : samples) {
-    const std::string text = token_text(tok, s.token);
+    const std::string text = tok.token_bytes(s.token);
     tokens.push_back(text);
     lps.push_back(s.logprob);
     nlohmann::json top = nlohmann::json::object();
-    for (const IdLogprob& t : s.top_logprobs()) top[token_text(tok, t.token)] = t.logprob;
+    for (const IdLogprob& t : s.top_logprobs()) top[tok.token_bytes(t.token)] = t.logprob;
     tops.push_back(top);
     offsets.push_back(text_offset);
     text_offset += text.size();

@@ -300,9 +300,10 @@ class Session : public std::enable_shared_from_this<Session> {
                           "not_found");
       }
       job->chat = chat;
-      job->messages = chat_req_.messages;
-      job->tools = chat_req_.tools;
-      job->template_kwargs = chat_req_.template_kwargs;
+      // The conversation is the job's from here on (the answer needs only the rest).
+      job->messages = std::move(chat_req_.messages);
+      job->tools = std::move(chat_req_.tools);
+      job->template_kwargs = std::move(chat_req_.template_kwargs);
       job->add_generation_prompt = chat_req_.add_generation_prompt;
       job->prompt = chat_req_.prompt;
       job->prompt_ids = chat_req_.prompt_ids;
