@@ -6,7 +6,10 @@
 # (writes GGUF fixtures). Every package is pinned (--no-deps: the list is the whole
 # closure, as pip resolved it on 2026-12-04). Also unpacks the vocabulary GGUFs with their
 # .inp/.out vectors and the chat templates from the pinned llama-cpp-python sdist into
-# .venv-llm/share/llama.cpp/models. Safe to run again.
+# .venv-llm/share/llama.cpp/models, and installs that sdist built for this CPU (the GGUF
+# reference of tests/parity/llm_llamacpp_test.py and bench/llm_cpu_llamacpp.py) from the
+# wheel cache of scripts/llama_cpp_wheel.sh (built there on the first run, ~20 min on 2
+# cores; PARLEY_NO_LLAMA_CPP=1 skips it). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +31,7 @@ pins=(
   httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 truststore==0.10.5 tomlkit==0.15.3
   kernels==0.19.1 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0
   typing-inspection==0.4.5 pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1
+  diskcache==5.6.3  # llama-cpp-python's (with numpy, typing-extensions, jinja2 above)
 )
 have=$("$venv/bin/python" -m pip freeze 2>/dev/null | tr 'A-Z_' 'a-z-' || true)
 need=()
@@ -58,5 +62,16 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# llama-cpp-python itself, from the wheel cache (--no-deps: its dependencies are pinned above).
+installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))' 2>/dev/null || true)
+if [ "${PARLEY_NO_LLAMA_CPP:-}" != 1 ] && [ "$installed" != "$sdist_version" ]; then
+  wheel=$(scripts/llama_cpp_wheel.sh "$sdist_version" "$sdist_sha256" | tail -1)
+  echo "setup_llm_reference: pip installing $wheel"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+fi
+
 "$venv/bin/python" -c 'import mlx.core, mlx_lm, transformers, tokenizers, jinja2, gguf; print("setup_llm_reference: mlx", mlx.core.__version__, "transformers", transformers.__version__, "tokenizers", tokenizers.__version__, "jinja2", jinja2.__version__)'
+if [ "${PARLEY_NO_LLAMA_CPP:-}" != 1 ]; then
+  "$venv/bin/python" -c 'import llama_cpp; print("setup_llm_reference: llama_cpp", llama_cpp.__version__, llama_cpp.llama_print_system_info().decode().strip())'
+fi
 echo "setup_llm_reference: $(ls "$models"/ggml-vocab-*.gguf | wc -l) vocabularies, $(ls "$models"/templates/*.jinja | wc -l) templates in $models"
