@@ -8,7 +8,7 @@
 # .inp/.out vectors and the chat templates from the pinned llama-cpp-python sdist into
 # .venv-llm/share/llama.cpp/models, and installs that sdist built for this CPU (the GGUF
 # reference of tests/parity/llm_llamacpp_test.py and bench/llm_cpu_llamacpp.py) from the
-# wheel cache of scripts/llama_cpp_wheel.sh (built there on the first run, ~20 min on 2
+# wheel cache of scripts/llama_cpp_wheel.sh (built there on the first run, 7.5 min on 2
 # cores; PARLEY_NO_LLAMA_CPP=1 skips it). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
