@@ -2,8 +2,7 @@
 # Builds the pinned llama-cpp-python sdist into a wheel once and keeps it in a cache outside
 # the repository, so that setup (and CI, a fresh clone on the same machine kind) installs it
 # in seconds instead of compiling llama.cpp every run (7.5 min on 2 shared cores, 7.4
-# CPU-minutes). Prints the
-# wheel's path as its last line.
+# CPU-minutes). Prints the wheel's path as its last line.
 #   llama_cpp_wheel.sh VERSION SDIST_SHA256
 #   PARLEY_CACHE=DIR   cache root (default ${XDG_CACHE_HOME:-~/.cache}/parley); wheels go to
 #                      DIR/wheels/llama-cpp-python-VERSION-SHA256[:16]-FLAGS[:8]/
