@@ -2,7 +2,9 @@
 // as JSON lines: load time, prefill tokens/s at each --prompt-tokens length (one row, one
 // call per chunk of --chunk tokens), and decode ms per step at each --batch size (rows of a
 // short prompt, then --decode-tokens steps of one token per row, the KV paged). Token ids
-// are seeded random in [0, vocab): the work does not depend on the text.
+// are seeded random in [0, vocab): the work does not depend on the text. On CUDA
+// (--device cuda --dtype bf16|f16|f32) the logits stay on the device (the forward pass alone,
+// as a framework's forward returns them) and each figure ends with a device synchronize.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/load_options.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "llm/kv_cache.h"
@@ -28,9 +31,11 @@ struct BenchLlmOptions {
   std::vector<int64_t> prompt_tokens{512};
   std::vector<int64_t> batch{1, 8};
   int64_t decode_tokens = 32;
+  int64_t decode_context = 16;  // prompt tokens per row before the timed decode steps
   int64_t chunk = 512;
   int runs = 3;
   int threads = 0;
+  DeviceFlags device;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -70,13 +75,14 @@ double time_prefill(const LlmModel& model, KvCache& cache, ForwardScratch& scrat
                    at + len == int64_t(ids.size()), false}};
     model.forward(batch, cache, logits, scratch);
   }
+  if (model.device() == Device::cuda) cuda::synchronize();
   return ms_since(t0);
 }
 
-// ms per decode step of `rows` rows after a 16-token prompt each.
+// ms per decode step of `rows` rows after a `prompt`-token prompt each.
 double time_decode(const LlmModel& model, KvCache& cache, ForwardScratch& scratch, int64_t rows,
-                   int64_t steps) {
-  const int64_t prompt = 16, per_row = KvCache::blocks_for(prompt + steps);
+                   int64_t prompt, int64_t steps) {
+  const int64_t per_row = KvCache::blocks_for(prompt + steps);
   std::vector<std::vector<int32_t>> blocks, ids;
   for (int64_t r = 0; r < rows; ++r) {
     blocks.push_back(iota_blocks(r * per_row, per_row));
@@ -88,6 +94,7 @@ double time_decode(const LlmModel& model, KvCache& cache, ForwardScratch& scratc
     batch.rows.push_back(
         {std::span(ids[size_t(r)]).first(size_t(prompt)), 0, blocks[size_t(r)], true, false});
   model.forward(batch, cache, logits, scratch);
+  if (model.device() == Device::cuda) cuda::synchronize();
   const auto t0 = Clock::now();
   for (int64_t s = 0; s < steps; ++s) {
     batch.rows.clear();
@@ -96,6 +103,7 @@ double time_decode(const LlmModel& model, KvCache& cache, ForwardScratch& scratc
                             int32_t(prompt + s), blocks[size_t(r)], true, false});
     model.forward(batch, cache, logits, scratch);
   }
+  if (model.device() == Device::cuda) cuda::synchronize();
   return ms_since(t0) / double(steps);
 }
 
@@ -104,23 +112,27 @@ void run_bench_llm(const BenchLlmOptions& opt) {
   check_arg(opt.runs >= 1 && opt.decode_tokens >= 1 && opt.chunk >= 1,
             "[bench llm] --runs, --decode-tokens and --chunk must be at least 1");
   const auto t_load = Clock::now();
-  const LlmModel model = LlmModel::load(opt.model);
+  const LlmLoadOptions lo = llm_load_options(opt.device);
+  const LlmModel model = LlmModel::load(opt.model, lo);
   const double load_ms = ms_since(t_load);
   const LlmConfig& c = model.config();
   const int64_t longest = *std::max_element(opt.prompt_tokens.begin(), opt.prompt_tokens.end());
   const int64_t max_batch = *std::max_element(opt.batch.begin(), opt.batch.end());
-  const int64_t blocks = std::max(KvCache::blocks_for(longest),
-                                  max_batch * KvCache::blocks_for(16 + opt.decode_tokens));
-  KvCache cache(c, blocks);
-  ForwardScratch scratch;
-  const nlohmann::json base = {{"bench", "llm"},
-                               {"model", opt.model},
-                               {"family", family_name(c.family)},
-                               {"layers", c.n_layers},
-                               {"hidden", c.hidden_size},
-                               {"device", "cpu"},
-                               {"dtype", "f32"},
-                               {"threads", cpu_threads().size()}};
+  const int64_t blocks =
+      std::max(KvCache::blocks_for(longest),
+               max_batch * KvCache::blocks_for(opt.decode_context + opt.decode_tokens));
+  KvCache cache(c, blocks, model.device(), model.dtype());
+  ForwardScratch scratch(model.device());
+  scratch.logits_on_device = true;
+  nlohmann::json base = {{"bench", "llm"},
+                         {"model", opt.model},
+                         {"family", family_name(c.family)},
+                         {"layers", c.n_layers},
+                         {"hidden", c.hidden_size},
+                         {"device", opt.device.device},
+                         {"dtype", opt.device.dtype},
+                         {"threads", cpu_threads().size()}};
+  if (model.device() == Device::cuda) base["gpu"] = std::string(cuda::device_label());
   nlohmann::json j = base;
   j["phase"] = "load";
   j["ms"] = load_ms;
@@ -145,10 +157,11 @@ void run_bench_llm(const BenchLlmOptions& opt) {
     check_arg(b >= 1, "[bench llm] --batch sizes must be at least 1");
     std::vector<double> ms;
     for (int r = 0; r < opt.runs; ++r)
-      ms.push_back(time_decode(model, cache, scratch, b, opt.decode_tokens));
+      ms.push_back(time_decode(model, cache, scratch, b, opt.decode_context, opt.decode_tokens));
     j = base;
     j["phase"] = "decode";
     j["batch"] = b;
+    j["context"] = opt.decode_context;
     j["ms_per_step"] = median(ms);
     j["ms_per_step_min"] = *std::min_element(ms.begin(), ms.end());
     j["tokens_per_s"] = double(b) / (median(ms) / 1000.0);
@@ -161,15 +174,19 @@ void run_bench_llm(const BenchLlmOptions& opt) {
 void add_bench_llm_subcommand(CLI::App& bench) {
   auto opt = std::make_shared<BenchLlmOptions>();
   auto* cmd = bench.add_subcommand("llm", "Chat-model prefill tokens/s and decode ms per step");
-  cmd->add_option("-m,--model", opt->model, "Hugging Face chat-model folder")->required();
+  cmd->add_option("-m,--model", opt->model, "Hugging Face chat-model folder or GGUF")->required();
   cmd->add_option("--prompt-tokens", opt->prompt_tokens, "Prefill lengths")->capture_default_str();
   cmd->add_option("--batch", opt->batch, "Decode batch sizes (rows)")->capture_default_str();
   cmd->add_option("--decode-tokens", opt->decode_tokens, "Decode steps timed per batch size")
+      ->capture_default_str();
+  cmd->add_option("--decode-context", opt->decode_context,
+                  "Prompt tokens per row before the timed decode steps")
       ->capture_default_str();
   cmd->add_option("--chunk", opt->chunk, "Prefill tokens per forward call")->capture_default_str();
   cmd->add_option("--runs", opt->runs, "Timed runs per figure (median reported)")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  add_device_flags(cmd, opt->device);
   cmd->callback([opt] { run_bench_llm(*opt); });
 }
 

@@ -1,7 +1,8 @@
 // `parley generate` (raw completion of a prompt) and `parley chat` (a conversation through
 // the model's chat template, interactive or one turn), both streaming text as it is
-// decoded, on the CPU parity path (f32). Sampling defaults come from the model's
-// generation_config.json (as vLLM and transformers use it); flags override them.
+// decoded, on the CPU parity path (f32) or on CUDA (--device cuda --dtype bf16). Sampling defaults
+// come from the model's generation_config.json (as vLLM and transformers use it); flags override
+// them.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/load_options.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "llm/gguf_template.h"
@@ -45,6 +47,7 @@ struct GenerateOptions {
   int64_t context = 0;
   int threads = 0;
   SamplingFlags sampling;
+  DeviceFlags device;
 };
 
 void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
@@ -94,7 +97,7 @@ bool print_delta(int choice, std::string_view delta, const SampleResult&) {
 
 void run_generate(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
-  const LlmModel model = LlmModel::load(opt.model);
+  const LlmModel model = LlmModel::load(opt.model, llm_load_options(opt.device));
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   LlmEngine engine(model, tokenizer, {.max_context = opt.context});
   GenerateRequest req;
@@ -118,7 +121,7 @@ void run_generate(const GenerateOptions& opt) {
 
 void run_chat(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
-  const LlmModel model = LlmModel::load(opt.model);
+  const LlmModel model = LlmModel::load(opt.model, llm_load_options(opt.device));
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   const LoadedChatTemplate tmpl = load_llm_chat_template(opt.model);
   LlmEngine engine(model, tokenizer, {.max_context = opt.context});
@@ -172,6 +175,7 @@ void add_generate_commands(CLI::App& app) {
   gen->add_option("--context", opt->context,
                   "Longest prompt + output (default: the model's, at most 8192)");
   gen->add_option("--threads", opt->threads, "CPU threads (default: all)");
+  add_device_flags(gen, opt->device);
   add_sampling_flags(gen, opt->sampling);
   gen->callback([opt] { run_generate(*opt); });
 
@@ -185,6 +189,7 @@ void add_generate_commands(CLI::App& app) {
   chat->add_option("--context", copt->context,
                    "Longest prompt + output (default: the model's, at most 8192)");
   chat->add_option("--threads", copt->threads, "CPU threads (default: all)");
+  add_device_flags(chat, copt->device);
   add_sampling_flags(chat, copt->sampling);
   chat->callback([copt] { run_chat(*copt); });
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/load_options.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "io/npy.h"
@@ -28,6 +29,7 @@ struct DumpOptions {
   std::string out;
   int greedy = 0;
   int threads = 0;  // 0: all hardware threads
+  DeviceFlags device;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& source) {
@@ -70,18 +72,18 @@ void run_dump(const DumpOptions& o) {
   } else {
     ids = parse_ids(o.ids, "--ids");
   }
-  const LlmModel model = LlmModel::load(o.model);
+  const LlmModel model = LlmModel::load(o.model, llm_load_options(o.device));
   const int64_t vocab = model.config().vocab_size;
   for (int32_t id : ids)
     check_arg(id < vocab, "[llm dump] token id " + std::to_string(id) + " >= vocab_size " +
                               std::to_string(vocab));
   const int64_t total = int64_t(ids.size()) + o.greedy;
   const int64_t n_blocks = KvCache::blocks_for(total);
-  KvCache cache(model.config(), n_blocks);
+  KvCache cache(model.config(), n_blocks, model.device(), model.dtype());
   // Blocks in reverse order: the forward must follow the table, not assume contiguity.
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   std::iota(table.rbegin(), table.rend(), 0);
-  ForwardScratch scratch;
+  ForwardScratch scratch(model.device());
   Tensor logits;
   Batch batch;
   batch.rows.push_back({ids, 0, table, true, true});
@@ -117,6 +119,7 @@ void add_llm_command(CLI::App& app) {
   d->add_option("--greedy", opt->greedy, "Greedy continuation tokens to print as JSON")
       ->check(CLI::NonNegativeNumber);
   d->add_option("--threads", opt->threads, "CPU threads (0: all)");
+  add_device_flags(d, opt->device);
   d->callback([opt] {
     if (opt->ids.empty() == opt->ids_file.empty())
       throw Error(ErrorKind::invalid_argument, "[llm dump] give exactly one of --ids, --ids-file");

@@ -1,4 +1,5 @@
-// The --device / --dtype flags shared by `transcribe` and `bench whisper`: where the model
+// The --device / --dtype flags shared by `transcribe`, `bench whisper` and the chat-model
+// commands (generate, chat, llm dump, bench llm, serve): where the model
 // runs and the dtype of its weights and activations (f32 on the CPU is the parity path).
 #pragma once
 
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "llm/model.h"
 #include "whisper/model.h"
 
 namespace parley::cli {
@@ -29,6 +31,12 @@ inline LoadOptions load_options(const DeviceFlags& f) {
   o.device = f.device == "cuda" ? Device::cuda : Device::cpu;
   o.dtype = f.dtype == "f16" ? DType::f16 : (f.dtype == "bf16" ? DType::bf16 : DType::f32);
   return o;
+}
+
+// The same flags for a chat model (llm/model.h): the CPU runs f32 only.
+inline LlmLoadOptions llm_load_options(const DeviceFlags& f) {
+  const LoadOptions o = load_options(f);
+  return LlmLoadOptions{o.device, o.dtype};
 }
 
 }  // namespace parley::cli

@@ -45,6 +45,7 @@ void run_serve(ServeCliOptions opt) {
   if (!opt.model.empty() && is_llm_model(opt.model)) {
     ChatServiceOptions c;
     c.model_dir = opt.model;
+    c.load = llm_load_options(opt.device);
     c.queue_capacity = opt.chat_queue;
     c.engine.max_context = opt.context;
     chat = std::make_unique<ChatService>(c);

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/llm_fused.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/quant_matmul.h"
@@ -24,7 +26,7 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
   // A linear weight: still quantized when the source has it in blocks (GGUF), else f32.
   auto lin = [&](const std::string& name, const Shape& shape, Tensor& t, QuantMatrix& q) {
     if (const QuantMatrix* m = src.quant(name, shape))
-      q = *m;
+      q = m->device == src.device() ? *m : quant_matrix_to(*m, src.device());
     else
       t = src.get(name, shape);
   };
@@ -102,13 +104,24 @@ LayerWeights load_layer(const TensorSource& src, const std::string& prefix, cons
 
 namespace {
 
-void linear(const Tensor& x, const Tensor& w, const QuantMatrix& wq, const Tensor& bias,
+// out = x @ w^T + bias. matmul_quant takes f32 activations: 16-bit ones (CUDA) go through
+// f32 copies from `pool`, and the bias is added in out's dtype.
+void linear(const Tensor& x, const Tensor& w, const QuantMatrix& wq, const Tensor& bias, Pool& pool,
             Tensor& out) {
   const bool has_bias = bias.defined() && bias.numel() > 0;
-  if (wq.rows > 0) {
+  if (wq.rows > 0 && x.dtype() == DType::f32) {
     MatmulQuantOptions qo;
     if (has_bias) qo.bias = &bias;
     matmul_quant(x, wq, out, qo);
+    return;
+  }
+  if (wq.rows > 0) {
+    Tensor x32 = pool.alloc(x.shape(), DType::f32);
+    Tensor o32 = pool.alloc(out.shape(), DType::f32);
+    convert(x, x32);
+    matmul_quant(x32, wq, o32);
+    convert(o32, out);
+    if (has_bias) add(out, bias, out);
     return;
   }
   MatmulOptions opt;
@@ -117,20 +130,20 @@ void linear(const Tensor& x, const Tensor& w, const QuantMatrix& wq, const Tenso
   matmul(x, w, out, opt);
 }
 
-void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
-  linear(x, w, QuantMatrix(), bias, out);
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Pool& pool, Tensor& out) {
+  linear(x, w, QuantMatrix(), bias, pool, out);
 }
 
 void mlp_impl(const FamilySpec& spec, const Tensor& gate, const QuantMatrix& gq, const Tensor& up,
               const QuantMatrix& uq, const Tensor& down, const QuantMatrix& dq, const Tensor& x,
               Pool& pool, Tensor& out) {
   const int64_t t = x.dim(0), i = gq.rows > 0 ? gq.rows : gate.dim(0);
-  Tensor g = pool.alloc({t, i}, DType::f32);
-  Tensor u = pool.alloc({t, i}, DType::f32);
-  linear(x, gate, gq, Tensor(), g);
-  linear(x, up, uq, Tensor(), u);
+  Tensor g = pool.alloc({t, i}, x.dtype());
+  Tensor u = pool.alloc({t, i}, x.dtype());
+  linear(x, gate, gq, Tensor(), pool, g);
+  linear(x, up, uq, Tensor(), pool, u);
   glu(g, u, spec.act, g);
-  linear(g, down, dq, Tensor(), out);
+  linear(g, down, dq, Tensor(), pool, out);
 }
 
 }  // namespace
@@ -139,12 +152,40 @@ void attention_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeig
                      int64_t layer, const Tensor& x, const StepInputs& step, const Tensor& inv_freq,
                      KvCache& cache, Pool& pool, Tensor& out) {
   const int64_t t = x.dim(0), d = c.head_dim, hq = c.n_heads, hkv = c.n_kv_heads;
-  Tensor q = pool.alloc({t, hq * d}, DType::f32);
-  Tensor k = pool.alloc({t, hkv * d}, DType::f32);
-  Tensor v = pool.alloc({t, hkv * d}, DType::f32);
-  linear(x, w.q, w.q_quant, w.q_bias, q);
-  linear(x, w.k, w.k_quant, w.k_bias, k);
-  linear(x, w.v, w.v_quant, w.v_bias, v);
+  const DType dt = x.dtype();
+  PagedAttentionOptions opt;
+  opt.scale = c.query_pre_attn_scalar > 0 ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
+                                          : 1.0f / std::sqrt(float(d));
+  opt.sliding_window = c.is_sliding_layer(layer) ? c.sliding_window : 0;
+  opt.softcap = c.attn_logit_softcapping;
+  opt.tables = step.tables;
+  Tensor attn = pool.alloc({t, hq, d}, dt);
+  if (w.qkv.defined() && w.qkv.numel() > 0) {  // CUDA: one projection, one fused kernel
+    Tensor qkv = pool.alloc({t, (hq + 2 * hkv) * d}, dt);
+    linear(x, w.qkv, QuantMatrix(), w.qkv_bias, pool, qkv);
+    Tensor q3 = pool.alloc({t, hq, d}, dt);
+    QkvRope a;
+    a.n_q_heads = hq;
+    a.n_kv_heads = hkv;
+    if (spec.qk_norm) {
+      a.q_norm = &w.q_norm;
+      a.k_norm = &w.k_norm;
+    }
+    a.eps = c.rms_norm_eps;
+    a.positions = step.positions;
+    a.inv_freq = &inv_freq;
+    a.slots = step.slots;
+    qkv_rope_write(qkv, a, q3, cache.k(layer), cache.v(layer));
+    paged_attention(q3, cache.k(layer), cache.v(layer), step.rows, attn, opt);
+    linear(attn.reshape({t, hq * d}), w.o, w.o_quant, w.o_bias, pool, out);
+    return;
+  }
+  Tensor q = pool.alloc({t, hq * d}, dt);
+  Tensor k = pool.alloc({t, hkv * d}, dt);
+  Tensor v = pool.alloc({t, hkv * d}, dt);
+  linear(x, w.q, w.q_quant, w.q_bias, pool, q);
+  linear(x, w.k, w.k_quant, w.k_bias, pool, k);
+  linear(x, w.v, w.v_quant, w.v_bias, pool, v);
   Tensor q3 = q.reshape({t, hq, d}), k3 = k.reshape({t, hkv, d}), v3 = v.reshape({t, hkv, d});
   if (spec.qk_norm) {
     Tensor qf = q.reshape({t * hq, d}), kf = k.reshape({t * hkv, d});
@@ -154,14 +195,8 @@ void attention_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeig
   rope(q3, *step.positions, inv_freq);
   rope(k3, *step.positions, inv_freq);
   paged_kv_write(k3, v3, *step.slots, cache.k(layer), cache.v(layer));
-  PagedAttentionOptions opt;
-  opt.scale = c.query_pre_attn_scalar > 0 ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
-                                          : 1.0f / std::sqrt(float(d));
-  opt.sliding_window = c.is_sliding_layer(layer) ? c.sliding_window : 0;
-  opt.softcap = c.attn_logit_softcapping;
-  Tensor attn = pool.alloc({t, hq, d}, DType::f32);
   paged_attention(q3, cache.k(layer), cache.v(layer), step.rows, attn, opt);
-  linear(attn.reshape({t, hq * d}), w.o, w.o_quant, w.o_bias, out);
+  linear(attn.reshape({t, hq * d}), w.o, w.o_quant, w.o_bias, pool, out);
 }
 
 void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, const Tensor& down,
@@ -171,14 +206,25 @@ void mlp_block(const FamilySpec& spec, const Tensor& gate, const Tensor& up, con
 
 void mlp_block(const FamilySpec& spec, const LayerWeights& w, const Tensor& x, Pool& pool,
                Tensor& out) {
+  if (w.gate_up.defined() && w.gate_up.numel() > 0) {  // CUDA: one [2I, H] projection
+    const int64_t t = x.dim(0), i = w.gate_up.dim(0) / 2;
+    Tensor gu = pool.alloc({t, 2 * i}, x.dtype());
+    Tensor g = pool.alloc({t, i}, x.dtype());
+    linear(x, w.gate_up, QuantMatrix(), Tensor(), pool, gu);
+    glu_halves(gu, spec.act, g);
+    linear(g, w.down, w.down_quant, Tensor(), pool, out);
+    return;
+  }
   mlp_impl(spec, w.gate, w.gate_quant, w.up, w.up_quant, w.down, w.down_quant, x, pool, out);
 }
 
 void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w, const Tensor& x,
                Pool& pool, Tensor& out) {
   const int64_t t = x.dim(0), h = x.dim(1), n_exp = c.num_experts, top_k = c.num_experts_per_tok;
+  check(x.device() == Device::cpu, ErrorKind::unsupported,
+        "[llm] routed experts (Qwen3-MoE) are not on CUDA yet: load the model on the CPU");
   Tensor router = pool.alloc({t, n_exp}, DType::f32);
-  linear(x, w.router, Tensor(), router);
+  linear(x, w.router, Tensor(), pool, router);
   // Routing: per token its k experts (expert-major lists built by counting sort).
   Tensor choice = pool.alloc({t * top_k}, DType::i32);
   Tensor weight = pool.alloc({t * top_k}, DType::f32);

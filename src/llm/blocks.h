@@ -2,7 +2,8 @@
 // weight loading by role, the attention block over the paged cache, the gated MLP and the
 // routed-experts MLP. Linear weights a GGUF keeps in ggml blocks (LayerWeights' *_quant)
 // go through matmul_quant. Family files (families/) only set the FamilySpec flags these read.
-// Shapes: T tokens of the batch, H hidden, Hq / Hkv heads of D, I intermediate.
+// Shapes: T tokens of the batch, H hidden, Hq / Hkv heads of D, I intermediate. Activations
+// have x's dtype and device (f32 on the CPU).
 #pragma once
 
 #include <span>
@@ -25,6 +26,7 @@ struct StepInputs {
   const Tensor* positions;  // i32 [T]
   const Tensor* slots;      // i32 [T]: the cache slot of each new token
   std::span<const PagedRow> rows;
+  const PagedTables* tables = nullptr;  // the rows on the device (CUDA)
 };
 
 // out [T, H] = o_proj(attention(x [T, H])); writes the new keys and values into `cache`.

@@ -310,7 +310,7 @@ LlmConfig gguf_llm_config(const io::GgufFile& f) {
   return c;
 }
 
-LlmModel load_gguf_llm(const std::string& path) {
+LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
   const std::string file = gguf_model_file(path);
   const io::GgufFile f = io::read_gguf(file);
   LlmConfig config = gguf_llm_config(f);
@@ -343,6 +343,14 @@ LlmModel load_gguf_llm(const std::string& path) {
     } else {
       continue;
     }
+    // The output head in its blocks (a tied one is the embedding's blocks; the embedding is
+    // also widened below for the row gather): the largest matrix of a small model, read
+    // every step.
+    const bool head = n == "output.weight" || n == "token_embd.weight";
+    if (head && quant_type_from_ggml(info.type)) {
+      quant.emplace(role, io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner()));
+      if (n == "output.weight") continue;
+    }
     const bool q_or_k = unpermute && (base == "attn_q" || base == "attn_k");
     const int64_t heads = base == "attn_q" ? config.n_heads : config.n_kv_heads;
     const std::string what = file + " " + n;
@@ -362,6 +370,7 @@ LlmModel load_gguf_llm(const std::string& path) {
   src.set_file_names([spec](const std::string& role) { return gguf_name_of(role, spec); });
   // Gemma's converter stores its norms as 1 + w already.
   src.set_norms_plus_one_stored(spec.norm_plus_one);
+  src.set_target(options.device, options.dtype);
   if (rope_freqs.defined() && rope_freqs.numel() > 0)
     check_arg(rope_freqs.numel() == config.head_dim / 2,
               kTag + file + ": rope_freqs.weight has " + std::to_string(rope_freqs.numel()) +
@@ -369,7 +378,9 @@ LlmModel load_gguf_llm(const std::string& path) {
   return LlmModel::from_source(std::move(config), src, rope_freqs);
 }
 
-LlmModel load_llm_model(const std::string& path) { return LlmModel::load(path); }
+LlmModel load_llm_model(const std::string& path, const LlmLoadOptions& options) {
+  return LlmModel::load(path, options);
+}
 
 Tokenizer load_llm_tokenizer(const std::string& path) {
   if (!is_gguf_model(path)) return Tokenizer::from_dir(path);

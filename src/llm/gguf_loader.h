@@ -39,15 +39,16 @@ std::string gguf_model_file(const std::string& path);
 // for a missing or ill-typed key, naming it.
 LlmConfig gguf_llm_config(const io::GgufFile& file);
 
-// The model of a .gguf file (or a folder holding one).
-LlmModel load_gguf_llm(const std::string& path);
+// The model of a .gguf file (or a folder holding one); on CUDA the quantized weights are
+// copied to the device in their blocks, the rest converted to options.dtype.
+LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options = {});
 
 // Whether `path` is a chat model: a GGUF (is_gguf_model), or a folder whose config.json has a
 // model_type other than Whisper's (the family itself is checked when it loads).
 bool is_llm_model(const std::string& path);
 
 // The model / tokenizer of a chat model path: a Hugging Face folder or a GGUF.
-LlmModel load_llm_model(const std::string& path);
+LlmModel load_llm_model(const std::string& path, const LlmLoadOptions& options = {});
 Tokenizer load_llm_tokenizer(const std::string& path);
 
 // tokenizer.chat_template and the bos / eos token strings of a GGUF; not_found when the

@@ -1,7 +1,8 @@
 // KvCache: the paged key/value memory of one model: per layer K and V
-// [n_blocks, kBlockSize, n_kv_heads, head_dim] f32 on the CPU, allocated once from a block
-// count. Which blocks belong to which sequence is the caller's business (a block table per
-// batch row, src/serving's KvPool); the forward pass only reads and writes the blocks named.
+// [n_blocks, kBlockSize, n_kv_heads, head_dim] in the model's dtype on its device (f32 on
+// the CPU), allocated once from a block count. Which blocks belong to which sequence is the
+// caller's business (a block table per batch row, src/serving's KvPool); the forward pass only
+// reads and writes the blocks named.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ class KvCache {
  public:
   static constexpr int64_t kBlockSize = 16;  // tokens per block
 
-  KvCache(const LlmConfig& config, int64_t n_blocks);
+  KvCache(const LlmConfig& config, int64_t n_blocks, Device device = Device::cpu,
+          DType dtype = DType::f32);
 
   int64_t n_blocks() const { return n_blocks_; }
   Tensor& k(int64_t layer) { return k_[size_t(layer)]; }

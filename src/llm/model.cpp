@@ -1,13 +1,16 @@
 // LlmModel: loading (config + safetensors -> f32 weights by role) and the batched forward.
 #include "llm/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "engine/error.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
+#include "engine/ops/llm_fused.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/quant_matmul.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/rope.h"
 #include "llm/blocks.h"
@@ -18,6 +21,40 @@ namespace parley {
 
 namespace {
 
+// Row blocks stacked into one tensor on their device: [sum of rows, cols...].
+Tensor stack_rows(std::initializer_list<const Tensor*> parts) {
+  Shape shape = (*parts.begin())->shape();
+  int64_t rows = 0;
+  for (const Tensor* p : parts) rows += p->dim(0);
+  shape[0] = rows;
+  Tensor out = Tensor::empty(shape, (*parts.begin())->dtype(), (*parts.begin())->device());
+  int64_t at = 0;
+  for (const Tensor* p : parts) {
+    Tensor dst = out.slice0(at, at + p->dim(0));
+    dst.copy_from(*p);
+    at += p->dim(0);
+  }
+  return out;
+}
+
+// The CUDA path's stacked projections (LayerWeights::qkv, gate_up), for dense weights.
+void fuse_projections(LayerWeights& w) {
+  if (w.q.defined() && w.q.numel() > 0 && w.k.defined() && w.v.defined() && w.q_quant.rows == 0 &&
+      w.k_quant.rows == 0 && w.v_quant.rows == 0) {
+    w.qkv = stack_rows({&w.q, &w.k, &w.v});
+    w.q = w.k = w.v = Tensor();
+    if (w.q_bias.defined() && w.q_bias.numel() > 0) {
+      w.qkv_bias = stack_rows({&w.q_bias, &w.k_bias, &w.v_bias});
+      w.q_bias = w.k_bias = w.v_bias = Tensor();
+    }
+  }
+  if (w.gate.defined() && w.gate.numel() > 0 && w.up.defined() && w.gate_quant.rows == 0 &&
+      w.up_quant.rows == 0) {
+    w.gate_up = stack_rows({&w.gate, &w.up});
+    w.gate = w.up = Tensor();
+  }
+}
+
 Tensor host_vector(const std::vector<float>& v) {
   Tensor t = Tensor::empty({int64_t(v.size())}, DType::f32);
   std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
@@ -27,7 +64,10 @@ Tensor host_vector(const std::vector<float>& v) {
 }  // namespace
 
 LlmModel::LlmModel(LlmConfig config, LlmWeights weights)
-    : config_(std::move(config)), weights_(std::move(weights)) {
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      device_(weights_.embed.device()),
+      dtype_(weights_.embed.dtype()) {
   check_arg(int64_t(weights_.layers.size()) == config_.n_layers,
             "[llm] weights have " + std::to_string(weights_.layers.size()) + " layers, config " +
                 std::to_string(config_.n_layers));
@@ -42,12 +82,25 @@ LlmModel::LlmModel(LlmConfig config, LlmWeights weights)
   }
   inv_freq_local_ =
       host_vector(rope_inv_freq(int(config_.head_dim), config_.rope_local_base_freq, {}));
+  if (device_ != Device::cpu) {
+    for (int64_t l = 0; l < config_.n_layers; ++l)
+      check(!config_.is_moe_layer(l), ErrorKind::unsupported,
+            "[llm] routed experts (Qwen3-MoE) are not on CUDA yet: load the model on the CPU");
+    for (LayerWeights& w : weights_.layers) fuse_projections(w);
+    inv_freq_global_ = inv_freq_global_.to(device_);
+    inv_freq_local_ = inv_freq_local_.to(device_);
+  }
 }
 
-LlmModel LlmModel::load(const std::string& dir) {
-  if (is_gguf_model(dir)) return load_gguf_llm(dir);
+LlmModel LlmModel::load(const std::string& dir, const LlmLoadOptions& options) {
+  check_arg(is_float(options.dtype), "[llm] the load dtype must be a float type");
+  check(
+      options.device == Device::cuda || options.dtype == DType::f32, ErrorKind::unsupported,
+      "[llm] the CPU runs chat models in f32 only, not " + std::string(dtype_name(options.dtype)));
+  if (is_gguf_model(dir)) return load_gguf_llm(dir, options);
   LlmConfig config = load_llm_config(dir);
-  const TensorSource src = open_tensor_source(dir);
+  TensorSource src = open_tensor_source(dir);
+  src.set_target(options.device, options.dtype);
   return from_source(std::move(config), src);
 }
 
@@ -67,7 +120,14 @@ LlmModel LlmModel::from_source(LlmConfig config, const TensorSource& src,
   // mlx-lm ties Gemma 3 whenever lm_head is absent; the others follow the config.
   const bool tied = config.tie_word_embeddings ||
                     (config.family == LlmFamily::gemma3 && !src.has(prefix + "lm_head.weight"));
-  w.lm_head = tied ? w.embed : src.get(prefix + "lm_head.weight", {v, h});
+  const QuantMatrix* head_q =
+      src.quant(prefix + (tied ? "model.embed_tokens.weight" : "lm_head.weight"), {v, h});
+  if (head_q)
+    w.lm_head_quant = head_q->device == src.device() ? *head_q : quant_matrix_to(*head_q, src.device());
+  if (tied)
+    w.lm_head = w.embed;
+  else if (!head_q)
+    w.lm_head = src.get(prefix + "lm_head.weight", {v, h});
   for (int64_t l = 0; l < config.n_layers; ++l)
     w.layers.push_back(load_layer(src, prefix, config, spec, l));
   w.rope_freq_factors = std::move(rope_freq_factors);
@@ -92,10 +152,15 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     n_tok += int64_t(r.tokens.size());
   }
   if (n_tok == 0) fail("empty batch");
+  if (cache.k(0).device() != device_ || cache.k(0).dtype() != dtype_ || s.pool.device() != device_)
+    fail("the KV cache and the scratch must be on the model's device, the cache in its dtype (" +
+         std::string(dtype_name(dtype_)) + ")");
+  const bool on_host = device_ == Device::cpu;
   Pool& pool = s.pool;
-  Tensor ids = pool.alloc({n_tok}, DType::i32);
-  Tensor pos = pool.alloc({n_tok}, DType::i32);
-  Tensor slots = pool.alloc({n_tok}, DType::i32);
+  Pool& host = on_host ? s.pool : s.host;
+  Tensor ids = host.alloc({n_tok}, DType::i32);
+  Tensor pos = host.alloc({n_tok}, DType::i32);
+  Tensor slots = host.alloc({n_tok}, DType::i32);
   s.paged.clear();
   s.logit_rows.clear();
   int64_t t = 0;
@@ -106,47 +171,92 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
       const int32_t block = r.block_table[size_t(p / bs)];
       if (block < 0 || block >= cache.n_blocks())
         fail("block id " + std::to_string(block) + " outside the cache");
+      if (r.tokens[j] < 0 || r.tokens[j] >= c.vocab_size)
+        fail("token id " + std::to_string(r.tokens[j]) + " outside the vocabulary");
       ids.data<int32_t>()[t] = r.tokens[j];
       pos.data<int32_t>()[t] = p;
       slots.data<int32_t>()[t] = int32_t(block * bs + p % bs);
-      if (r.logits_all || (r.want_logits && j + 1 == r.tokens.size())) s.logit_rows.push_back(t);
+      if (r.logits_all || (r.want_logits && j + 1 == r.tokens.size()))
+        s.logit_rows.push_back(int32_t(t));
+    }
+  }
+  const int64_t n_out = int64_t(s.logit_rows.size());
+  Tensor out_rows = host.alloc({std::max<int64_t>(n_out, 1)}, DType::i32);
+  std::copy(s.logit_rows.begin(), s.logit_rows.end(), out_rows.data<int32_t>());
+  if (!on_host) {
+    // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
+    make_paged_tables(s.paged, host, host, s.tables);
+    Tensor* parts[] = {&ids, &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks,
+                       &s.tables.tiles};
+    int64_t n = 0;
+    for (const Tensor* p : parts) n += p->numel();
+    Tensor staged = host.alloc({n}, DType::i32), on_device = pool.alloc({n}, DType::i32);
+    int64_t at = 0;
+    for (const Tensor* p : parts) {
+      std::copy(p->data<int32_t>(), p->data<int32_t>() + p->numel(), staged.data<int32_t>() + at);
+      at += p->numel();
+    }
+    on_device.copy_from(staged);
+    at = 0;
+    for (Tensor* p : parts) {
+      *p = on_device.slice0(at, at + p->numel()).reshape(p->shape());
+      at += p->numel();
     }
   }
   const int64_t h_dim = c.hidden_size;
-  Tensor h = pool.alloc({n_tok, h_dim}, DType::f32);
+  Tensor h = pool.alloc({n_tok, h_dim}, dtype_);  // the residual stream
   embedding(weights_.embed, ids, h);
   if (spec.embed_scale) scale(h, bf16_to_f32(f32_to_bf16(std::sqrt(float(h_dim)))), h);
-  Tensor x = pool.alloc({n_tok, h_dim}, DType::f32);
-  Tensor y = pool.alloc({n_tok, h_dim}, DType::f32);
-  const StepInputs step{&pos, &slots, s.paged};
+  Tensor x = pool.alloc({n_tok, h_dim}, dtype_);
+  Tensor y = pool.alloc({n_tok, h_dim}, dtype_);
+  const StepInputs step{&pos, &slots, s.paged, on_host ? nullptr : &s.tables};
+  // Each residual add and the norm after it are one add_rms_norm (add then rms_norm on the
+  // CPU, one kernel on CUDA).
+  rms_norm(h, weights_.layers[0].attn_norm, c.rms_norm_eps, x);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_.layers[size_t(l)];
-    rms_norm(h, w.attn_norm, c.rms_norm_eps, x);
     const Tensor& inv_freq = c.is_sliding_layer(l) ? inv_freq_local_ : inv_freq_global_;
     attention_block(c, spec, w, l, x, step, inv_freq, cache, pool, y);
     if (spec.sandwich_norms) rms_norm(y, w.attn_out_norm, c.rms_norm_eps, y);
-    add(h, y, h);
-    rms_norm(h, w.mlp_norm, c.rms_norm_eps, x);
+    add_rms_norm(h, y, w.mlp_norm, c.rms_norm_eps, x);
     if (c.is_moe_layer(l))
       moe_block(c, spec, w, x, pool, y);
     else
       mlp_block(spec, w, x, pool, y);
     if (spec.sandwich_norms) rms_norm(y, w.mlp_out_norm, c.rms_norm_eps, y);
-    add(h, y, h);
+    if (l + 1 < c.n_layers)
+      add_rms_norm(h, y, weights_.layers[size_t(l + 1)].attn_norm, c.rms_norm_eps, x);
+    else
+      add(h, y, h);
   }
-  const int64_t n_out = int64_t(s.logit_rows.size());
-  logits = pool.alloc({n_out, c.vocab_size}, DType::f32);
+  const bool softcap = c.final_logit_softcapping > 0;
+  const bool keep_on_device = !on_host && s.logits_on_device && !softcap;
+  Tensor dev_logits = pool.alloc({n_out, c.vocab_size}, DType::f32);
+  logits = on_host || keep_on_device ? dev_logits : host.alloc({n_out, c.vocab_size}, DType::f32);
   if (n_out == 0) return;
-  Tensor sel = pool.alloc({n_out, h_dim}, DType::f32);
-  for (int64_t i = 0; i < n_out; ++i)
-    std::memcpy(sel.data<float>() + i * h_dim, h.data<float>() + s.logit_rows[size_t(i)] * h_dim,
-                size_t(h_dim) * sizeof(float));
-  Tensor normed = pool.alloc({n_out, h_dim}, DType::f32);
+  // The rows that want logits, gathered (the embedding op over h), normed, projected.
+  Tensor sel = pool.alloc({n_out, h_dim}, dtype_);
+  embedding(h, out_rows.slice0(0, n_out), sel);
+  Tensor normed = pool.alloc({n_out, h_dim}, dtype_);
   rms_norm(sel, weights_.final_norm, c.rms_norm_eps, normed);
-  MatmulOptions opt;
-  opt.trans_b = true;
-  matmul(normed, weights_.lm_head, logits, opt);
-  if (c.final_logit_softcapping > 0) {
+  // The head in its blocks on the CPU (a quantized GGUF's); on CUDA the dense one when there is
+  // one (the tied embedding), as the quantized CUDA kernel is far slower than the GEMM.
+  const bool dense_head = weights_.lm_head.defined() && weights_.lm_head.numel() > 0;
+  if (weights_.lm_head_quant.rows > 0 && (on_host || !dense_head)) {
+    if (normed.dtype() == DType::f32) {
+      matmul_quant(normed, weights_.lm_head_quant, dev_logits);
+    } else {
+      Tensor n32 = pool.alloc(normed.shape(), DType::f32);
+      convert(normed, n32);
+      matmul_quant(n32, weights_.lm_head_quant, dev_logits);
+    }
+  } else {
+    MatmulOptions opt;
+    opt.trans_b = true;
+    matmul(normed, weights_.lm_head, dev_logits, opt);
+  }
+  if (!on_host && !keep_on_device) logits.copy_from(dev_logits);
+  if (softcap) {
     const float cap = c.final_logit_softcapping;
     float* p = logits.data<float>();
     for (int64_t i = 0; i < logits.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);

@@ -5,8 +5,10 @@
 // Pool for intermediates: after the first call of a batch shape, a call of the same shape
 // makes no system allocation).
 //
-// Parity path: all weights are f32 in memory (16-bit safetensors are widened once at load;
-// f32 files are zero-copy views of the mapped file) and every op computes in f32.
+// Parity path (the CPU): all weights are f32 in memory (16-bit safetensors are widened once
+// at load; f32 files are zero-copy views of the mapped file) and every op computes in f32.
+// CUDA (LlmLoadOptions): the weights in bf16, f16 or f32 on the GPU, activations and the KV
+// cache in the same dtype, every op accumulating in f32; norms and logits stay f32.
 #pragma once
 
 #include <cstdint>
@@ -36,12 +38,22 @@ struct Batch {
   std::vector<BatchRow> rows;
 };
 
-// Reusable per-caller state of forward(): keep one per engine thread.
+// Reusable per-caller state of forward(): keep one per engine thread, on the model's device.
 struct ForwardScratch {
-  ForwardScratch() : pool(Device::cpu) {}
-  Pool pool;
+  explicit ForwardScratch(Device device = Device::cpu) : pool(device), host(Device::cpu) {}
+  Pool pool;  // intermediates, on the model's device
+  Pool host;  // the rows' ids, positions and tables staged on the host (CUDA), host logits
   std::vector<PagedRow> paged;      // rows as the attention op takes them
-  std::vector<int64_t> logit_rows;  // token indices whose logits are returned
+  std::vector<int32_t> logit_rows;  // token indices whose logits are returned
+  PagedTables tables;               // the rows on the device (CUDA)
+  // CUDA: leave the logits on the device instead of copying them to the host (a benchmark
+  // of the forward pass alone; sampling reads host logits).
+  bool logits_on_device = false;
+};
+
+struct LlmLoadOptions {
+  Device device = Device::cpu;  // cuda: weights uploaded once, forward() on the GPU
+  DType dtype = DType::f32;     // weights, activations and KV: f32 on the CPU; CUDA any float
 };
 
 class LlmModel {
@@ -50,23 +62,30 @@ class LlmModel {
   // DIR/model.safetensors.index.json lists.
   // A .gguf file, or a folder without config.json holding one, goes to load_gguf_llm
   // (llm/gguf_loader.h).
-  static LlmModel load(const std::string& dir);
-  // The weights by role from `src` under transformers' names; rope_freq_factors (optional,
+  static LlmModel load(const std::string& dir, const LlmLoadOptions& options = {});
+  // The weights by role from `src` under transformers' names, on src's target device and
+  // dtype (quantized weights moved there too); rope_freq_factors (optional, host f32
   // [head_dim / 2]) divide the global RoPE frequencies.
   static LlmModel from_source(LlmConfig config, const TensorSource& src,
                               Tensor rope_freq_factors = Tensor());
   LlmModel(LlmConfig config, LlmWeights weights);
 
   const LlmConfig& config() const { return config_; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }  // activations and KV cache
   const LlmWeights& weights() const { return weights_; }
 
-  // logits: f32 [n, vocab] (from the scratch pool), n = the logits the rows ask for, in row
-  // order: every new token of a logits_all row, else the last token of a want_logits row.
+  // logits: f32 [n, vocab] on the host (from a scratch pool; on the device with
+  // scratch.logits_on_device), n = the logits the rows ask for, in row order: every new
+  // token of a logits_all row, else the last token of a want_logits row. The cache and the
+  // scratch must be on the model's device (the cache in its dtype).
   void forward(const Batch& batch, KvCache& cache, Tensor& logits, ForwardScratch& scratch) const;
 
  private:
   LlmConfig config_;
   LlmWeights weights_;
+  Device device_ = Device::cpu;
+  DType dtype_ = DType::f32;
   Tensor inv_freq_global_, inv_freq_local_;  // f32 [head_dim / 2] (ops/rope.h)
 };
 

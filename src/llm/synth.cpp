@@ -107,6 +107,14 @@ json shape_config(const std::string& shape) {
     as_arch(j, "LlamaForCausalLM");
     return j;
   }
+  if (shape == "llama-3.1-8b") {
+    json j = base_config("llama", 128256, 4096, 32, 32, 8, 128, 14336, 500000.0, 1e-5, false,
+                         131072, 128000, json::array({128001, 128008, 128009}));
+    j["rope_scaling"] = llama3_scaling();
+    j["rope_scaling"]["factor"] = 8.0;  // Llama 3.1's (3.2's is 32)
+    as_arch(j, "LlamaForCausalLM");
+    return j;
+  }
   if (shape == "gemma-3-1b") {
     json j = base_config("gemma3_text", 262144, 1152, 26, 4, 1, 256, 6912, 1e6, 1e-6, true, 32768,
                          2, json::array({1, 106}));
@@ -197,9 +205,9 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 std::vector<std::string> llm_synth_shape_names() {
-  return {"qwen3-0.6b",     "qwen3-1.7b",     "llama-3.2-1b",   "gemma-3-1b",
-          "qwen3-moe-tiny", "qwen2-0.5b",     "tiny-llama",     "tiny-qwen2",
-          "tiny-qwen3",     "tiny-qwen3_moe", "tiny-qwen3-moe", "tiny-gemma3"};
+  return {"qwen3-0.6b",     "qwen3-1.7b",     "llama-3.2-1b", "llama-3.1-8b", "gemma-3-1b",
+          "qwen3-moe-tiny", "qwen2-0.5b",     "tiny-llama",   "tiny-qwen2",   "tiny-qwen3",
+          "tiny-qwen3_moe", "tiny-qwen3-moe", "tiny-gemma3"};
 }
 
 std::string llm_synth_config_json(const std::string& shape, int64_t layers) {

@@ -38,6 +38,11 @@ std::string TensorSource::display(const std::string& name) const {
 }
 
 Tensor TensorSource::get(const std::string& name, const Shape& shape) const {
+  return get_as(name, shape, device_, dtype_);
+}
+
+Tensor TensorSource::get_as(const std::string& name, const Shape& shape, Device device,
+                            DType dtype) const {
   auto it = tensors_.find(name);
   check(it != tensors_.end(), ErrorKind::not_found,
         "[llm weights] " + dir_ + ": tensor '" + display(name) + "' is missing");
@@ -47,15 +52,18 @@ Tensor TensorSource::get(const std::string& name, const Shape& shape) const {
                                     shape.str());
   check_arg(is_float(t.dtype()), "[llm weights] " + dir_ + ": tensor '" + display(name) + "' is " +
                                      std::string(dtype_name(t.dtype())) + ", not a float type");
-  return t.dtype() == DType::f32 ? t : t.cast(DType::f32);
+  const Tensor typed = t.dtype() == dtype ? t : t.cast(dtype);
+  return device == Device::cpu ? typed : typed.to(device);
 }
 
 Tensor TensorSource::get_plus_one(const std::string& name, const Shape& shape) const {
-  const Tensor src = get(name, shape);
-  if (plus_one_stored_) return src;
-  Tensor out = Tensor::empty(shape, DType::f32);
-  for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = src.data<float>()[i] + 1.0f;
-  return out;
+  Tensor out = get_as(name, shape, Device::cpu, DType::f32);
+  if (!plus_one_stored_) {
+    const Tensor src = out;
+    out = Tensor::empty(shape, DType::f32);
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = src.data<float>()[i] + 1.0f;
+  }
+  return device_ == Device::cpu ? out : out.to(device_);
 }
 
 TensorSource open_tensor_source(const std::string& dir) {

@@ -1,6 +1,6 @@
-// LlmWeights: the tensors of a chat model, f32, by role (not by file name), so the shared
-// blocks (blocks.h) read the same fields for every family; a family file (families/)
-// states which tensors it has and what they are called. Absent optional tensors are
+// LlmWeights: the tensors of a chat model (f32 on the CPU; the load dtype on CUDA), by role (not by
+// file name), so the shared blocks (blocks.h) read the same fields for every family; a family file
+// (families/) states which tensors it has and what they are called. Absent optional tensors are
 // undefined Tensors.
 #pragma once
 
@@ -37,12 +37,17 @@ struct LayerWeights {
   std::vector<ExpertWeights> experts;  // MoE: E experts of moe_intermediate_size
   // Block-quantized forms of q, k, v, o, gate, up, down (rows == 0: the Tensor is used).
   QuantMatrix q_quant, k_quant, v_quant, o_quant, gate_quant, up_quant, down_quant;
+  // CUDA: q, k, v stacked as one [(Hq + 2 Hkv) D, H] projection (biases likewise) and gate,
+  // up as one [2 I, H] (the separate tensors are then dropped): one GEMM instead of three
+  // and two, feeding qkv_rope_write and glu_halves (ops/llm_fused.h).
+  Tensor qkv, qkv_bias, gate_up;
 };
 
 struct LlmWeights {
   Tensor embed;       // [V, H]
   Tensor final_norm;  // [H]
   Tensor lm_head;     // [V, H]; the embedding itself when tied
+  QuantMatrix lm_head_quant;  // [V, H] in a GGUF's blocks (tied: the embedding's), rows 0: none
   std::vector<LayerWeights> layers;
   Tensor rope_freq_factors;  // [D/2] divisors of the global inv_freq (a GGUF's rope_freqs)
 };
@@ -54,9 +59,19 @@ class TensorSource {
  public:
   TensorSource(std::map<std::string, Tensor> tensors, std::string dir);
   bool has(const std::string& name) const;
+  // The tensor in the target dtype on the target device (set_target; f32 on the CPU by
+  // default): a view of the file when it already is that, else a converted copy.
   Tensor get(const std::string& name, const Shape& shape) const;
-  // get() plus 1 on every element: Gemma's RMSNorm scales by (1 + w).
+  // get() plus 1 on every element: Gemma's RMSNorm scales by (1 + w). Added in f32 and
+  // kept f32 whatever the target dtype (the norms take f32 weights).
   Tensor get_plus_one(const std::string& name, const Shape& shape) const;
+  // Where get() puts tensors and in which dtype (a model loaded for CUDA in bf16);
+  // quantized weights (quant()) are the caller's to move.
+  void set_target(Device device, DType dtype) {
+    device_ = device;
+    dtype_ = dtype;
+  }
+  Device device() const { return device_; }
   const std::string& dir() const { return dir_; }
   // Block-quantized weights by name (a GGUF's Q8_0, Q4_K, ...), kept out of get().
   void set_quant(std::map<std::string, QuantMatrix> quant) { quant_ = std::move(quant); }
@@ -71,12 +86,15 @@ class TensorSource {
   void set_norms_plus_one_stored(bool stored) { plus_one_stored_ = stored; }
 
  private:
+  Tensor get_as(const std::string& name, const Shape& shape, Device device, DType dtype) const;
   std::string display(const std::string& name) const;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, QuantMatrix> quant_;
   std::string dir_;
   std::function<std::string(const std::string&)> name_of_;
   bool plus_one_stored_ = false;
+  Device device_ = Device::cpu;
+  DType dtype_ = DType::f32;
 };
 
 // Every tensor of DIR's model.safetensors or of the shards model.safetensors.index.json

@@ -26,7 +26,7 @@ std::string render_conversation(const LoadedChatTemplate& tmpl,
 }
 
 ChatService::ChatService(ChatServiceOptions options) : options_(std::move(options)) {
-  model_ = std::make_unique<LlmModel>(LlmModel::load(options_.model_dir));
+  model_ = std::make_unique<LlmModel>(LlmModel::load(options_.model_dir, options_.load));
   tokenizer_ = std::make_unique<Tokenizer>(load_llm_tokenizer(options_.model_dir));
   try {
     template_ = std::make_unique<LoadedChatTemplate>(load_llm_chat_template(options_.model_dir));

@@ -30,6 +30,7 @@ namespace parley {
 
 struct ChatServiceOptions {
   std::string model_dir;
+  LlmLoadOptions load;      // device and dtype of the model (f32 on the CPU by default)
   int queue_capacity = 64;  // requests waiting beyond the running one; more are refused
   LlmEngineOptions engine;
 };

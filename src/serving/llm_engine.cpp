@@ -83,7 +83,9 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
       options_(options),
       max_context_(resolve_context(model.config(), options.max_context)),
       cache_(model.config(),
-             KvCache::blocks_for(max_context_) * std::max<int64_t>(1, options.kv_rows)) {
+             KvCache::blocks_for(max_context_) * std::max<int64_t>(1, options.kv_rows),
+             model.device(), model.dtype()),
+      scratch_(model.device()) {
   check_arg(options_.prefill_chunk >= 1, "[llm] prefill_chunk must be at least 1");
   free_blocks_.reserve(size_t(cache_.n_blocks()));
   for (int64_t b = cache_.n_blocks() - 1; b >= 0; --b) free_blocks_.push_back(int32_t(b));

@@ -44,6 +44,10 @@ cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DPARLEY_TESTS=ON -DPARLEY_CLI="${PARLEY_CLI:-OFF}" -DPARLEY_BENCH=OFF \
   -DCMAKE_PREFIX_PATH="$prefix_path" "$@"
 # PARLEY_TARGETS: more to build (e.g. "parley test_whisper"); only test_ops/test_unit run.
+# PARLEY_BUILD_ONLY=1: build PARLEY_TARGETS alone (PARLEY_JOBS jobs, default 16), run nothing.
+if [[ -n "${PARLEY_BUILD_ONLY:-}" ]]; then
+  exec ninja -C "$BUILD_DIR" -j"${PARLEY_JOBS:-16}" ${PARLEY_TARGETS:-parley}
+fi
 ninja -C "$BUILD_DIR" -j16 test_ops test_unit ${PARLEY_TARGETS:-}
 
 nvidia-smi

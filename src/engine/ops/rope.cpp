@@ -46,7 +46,11 @@ void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
   constexpr std::string_view op = "rope";
   const Device dev =
       detail::check_args(op, {{"x", &x}, {"positions", &positions}, {"inv_freq", &inv_freq}});
-  detail::check_dtype(op, "x", x, DType::f32);
+  if (dev == Device::cpu)
+    detail::check_dtype(op, "x", x, DType::f32);
+  else
+    detail::require(is_float(x.dtype()), op,
+                    [&] { return detail::arg_str("x", x) + ": must be a float type"; });
   detail::check_dtype(op, "positions", positions, DType::i32);
   detail::check_dtype(op, "inv_freq", inv_freq, DType::f32);
   detail::require(x.ndim() == 3 && x.dim(2) % 2 == 0, op,

@@ -3,8 +3,9 @@
 // angle positions[t] * inv_freq[i]:
 //   x'[i]       = x[i] cos a - x[i + D/2] sin a
 //   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a
-//   x [T, H, D] f32 (in place), positions i32 [T] (any order: ragged rows of a batch),
-//   inv_freq f32 [D/2] on the host.
+//   x [T, H, D] (in place; f32 on the CPU, any float type on CUDA, rotated in f32),
+//   positions i32 [T] (any order: ragged rows of a batch),
+//   inv_freq f32 [D/2] on x's device.
 // Scaling schemes (llama3, linear) only change inv_freq: rope_inv_freq() computes it once
 // per model from the config; the op never sees the scheme.
 #pragma once
