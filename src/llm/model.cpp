@@ -10,8 +10,8 @@
 #include "engine/ops/embedding.h"
 #include "engine/ops/llm_fused.h"
 #include "engine/ops/matmul.h"
-#include "engine/ops/quant_matmul.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/quant_matmul.h"
 #include "engine/ops/rope.h"
 #include "llm/blocks.h"
 #include "llm/families/families.h"
@@ -123,7 +123,8 @@ LlmModel LlmModel::from_source(LlmConfig config, const TensorSource& src,
   const QuantMatrix* head_q =
       src.quant(prefix + (tied ? "model.embed_tokens.weight" : "lm_head.weight"), {v, h});
   if (head_q)
-    w.lm_head_quant = head_q->device == src.device() ? *head_q : quant_matrix_to(*head_q, src.device());
+    w.lm_head_quant =
+        head_q->device == src.device() ? *head_q : quant_matrix_to(*head_q, src.device());
   if (tied)
     w.lm_head = w.embed;
   else if (!head_q)
@@ -186,7 +187,7 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
   if (!on_host) {
     // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
     make_paged_tables(s.paged, host, host, s.tables);
-    Tensor* parts[] = {&ids, &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks,
+    Tensor* parts[] = {&ids,           &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks,
                        &s.tables.tiles};
     int64_t n = 0;
     for (const Tensor* p : parts) n += p->numel();

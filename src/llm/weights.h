@@ -44,9 +44,9 @@ struct LayerWeights {
 };
 
 struct LlmWeights {
-  Tensor embed;       // [V, H]
-  Tensor final_norm;  // [H]
-  Tensor lm_head;     // [V, H]; the embedding itself when tied
+  Tensor embed;               // [V, H]
+  Tensor final_norm;          // [H]
+  Tensor lm_head;             // [V, H]; the embedding itself when tied
   QuantMatrix lm_head_quant;  // [V, H] in a GGUF's blocks (tied: the embedding's), rows 0: none
   std::vector<LayerWeights> layers;
   Tensor rope_freq_factors;  // [D/2] divisors of the global inv_freq (a GGUF's rope_freqs)
