@@ -216,117 +216,160 @@ PARLEY_AVX2 inline __m256i dot_unsigned(__m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
 }
 
-// ---- Kernels: out[r] = dot of weight row `w` (nb blocks) with activation row m0 + r.
+// ---- Kernels. A tile kernel computes out[r * C + c] = dot of weight row c (w + c * ld, nb
+// blocks) with activation row m0 + r, for R activation rows and C weight rows: each weight
+// block is unpacked once for the R rows and each activation block loaded once for the C
+// weight rows. Every output element is one accumulator updated block by block with the same
+// instructions whatever R and C, so a tile's shape never changes a result.
 
-template <QuantType T, int R>
-PARLEY_AVX2 void dot_32(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
-                        float* out) {
-  constexpr int kBytes = quant_format(T).block_bytes;
-  constexpr bool kMin = T == QuantType::q4_1 || T == QuantType::q5_1;
-  // Even and odd blocks in two accumulators: one FMA chain would bound a row at one block
-  // per FMA latency.
-  __m256 acc[2][R];
-  float mins[R];
-  const int8_t* aq[R];
-  const float* ad[R];
-  const float* as[R];
-  for (int r = 0; r < R; ++r) {
-    acc[0][r] = acc[1][r] = _mm256_setzero_ps();
-    mins[r] = 0.0f;
-    aq[r] = x.q_row(m0 + r);
-    ad[r] = x.d_row(m0 + r);
-    as[r] = x.s_row(m0 + r);
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
-    const float d = f16_at(blk);
-    __m256i q;
-    if constexpr (T == QuantType::q8_0) {
-      q = load256(blk + 2);
-    } else if constexpr (T == QuantType::q4_0) {
-      q = _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
-    } else if constexpr (T == QuantType::q4_1) {
-      q = nibbles32(blk + 4);
-    } else if constexpr (T == QuantType::q5_0) {
-      q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), high_bits32(blk + 2)),
-                          _mm256_set1_epi8(16));
-    } else {
-      q = _mm256_or_si256(nibbles32(blk + 8), high_bits32(blk + 4));
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m256i a = load256(aq[r] + 32 * b);
-      const __m256i s = kMin ? dot_unsigned(q, a) : dot_signed(q, a);
-      __m256& sum = acc[b & 1][r];
-      sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * ad[r][b]), sum);
-      if constexpr (kMin) mins[r] += f16_at(blk + 2) * as[r][b];
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = hsum_ps(_mm256_add_ps(acc[0][r], acc[1][r])) + mins[r];
+// a * b + c in one rounding, so the compiler cannot choose per call site.
+PARLEY_AVX2 inline float fmadd(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-// q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins.
-template <QuantType T, int R>
-PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
-                        float* out) {
+// The 32-value types: per block an int32 dot (maddubs, madd) times d_w * d_a into the
+// element's f32 accumulator; q4_1 / q5_1 add m_w * (d_a * sum a) per block.
+template <QuantType T, int R, int C>
+PARLEY_AVX2 void tile_32(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
+                         int64_t m0, float* out) {
+  constexpr int kBytes = quant_format(T).block_bytes;
+  constexpr bool kMin = T == QuantType::q4_1 || T == QuantType::q5_1;
+  __m256 acc[R][C];
+  float mins[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      acc[r][c] = _mm256_setzero_ps();
+      mins[r][c] = 0.0f;
+    }
+  const int8_t* aq = x.q_row(m0);
+  const float* ad = x.d_row(m0);
+  const float* as = x.s_row(m0);
+  const int64_t k = x.k, kd = x.k / x.group;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q[C], u[C];
+    __m256 dw[C];
+    float mw[C];
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* blk = w + c * ld + b * kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+      dw[c] = _mm256_set1_ps(f16_at(blk));
+      if constexpr (kMin) mw[c] = f16_at(blk + 2);
+      if constexpr (T == QuantType::q8_0) {
+        q[c] = load256(blk + 2);
+      } else if constexpr (T == QuantType::q4_0) {
+        q[c] = _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+      } else if constexpr (T == QuantType::q4_1) {
+        q[c] = nibbles32(blk + 4);
+      } else if constexpr (T == QuantType::q5_0) {
+        q[c] = _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), high_bits32(blk + 2)),
+                               _mm256_set1_epi8(16));
+      } else {
+        q[c] = _mm256_or_si256(nibbles32(blk + 8), high_bits32(blk + 4));
+      }
+      // maddubs takes one unsigned side: |w| against a with w's signs (|a| <= 127: exact).
+      u[c] = kMin ? q[c] : _mm256_sign_epi8(q[c], q[c]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = load256(aq + r * k + 32 * b);
+      const __m256 da = _mm256_broadcast_ss(ad + r * kd + b);
+      for (int c = 0; c < C; ++c) {
+        const __m256i sa = kMin ? a : _mm256_sign_epi8(a, q[c]);
+        const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], sa), _mm256_set1_epi16(1));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw[c], da), acc[r][c]);
+        if constexpr (kMin) mins[r][c] = fmadd(mw[c], as[r * (k / 32) + b], mins[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r * C + c] = hsum_ps(acc[r][c]) + mins[r][c];
+}
+
+// q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins. Per block and element the int32
+// lanes of sum_g scale_g * (q . a)_g, then acc += f32(lanes) * (d * d_a) and the element's
+// min term dmin * d_a * sum_g min_g * (sum a)_g.
+template <QuantType T, int R, int C>
+PARLEY_AVX2 void tile_k4(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
+                         int64_t m0, float* out) {
   constexpr bool kQ5 = T == QuantType::q5_k;
   constexpr int kBytes = quant_format(T).block_bytes;
   const __m256i low4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256 acc[R];
-  float mins[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    mins[r] = 0.0f;
-  }
+  __m256 acc[R][C];
+  float mins[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      acc[r][c] = _mm256_setzero_ps();
+      mins[r][c] = 0.0f;
+    }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    // The 8 scales and 8 mins, 6 bits each in 12 bytes (quant_k4_scale_min), four at a time.
-    uint32_t s3[3], sc[2], mn[2];
-    std::memcpy(s3, blk + 4, 12);
-    sc[0] = s3[0] & 0x3f3f3f3fu;
-    mn[0] = s3[1] & 0x3f3f3f3fu;
-    sc[1] = (s3[2] & 0x0f0f0f0fu) | (((s3[0] >> 6) & 0x03030303u) << 4);
-    mn[1] = ((s3[2] >> 4) & 0x0f0f0f0fu) | (((s3[1] >> 6) & 0x03030303u) << 4);
-    // The 8 scales as int16 in both 128-bit lanes; word_bcast picks one for all 16 lanes.
-    const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc[1]), int(sc[0])));
-    const __m256i scales = _mm256_set_m128i(sc8, sc8);
-    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
-    const uint8_t* qs = blk + (kQ5 ? 48 : 16);
-    __m256i hb = kQ5 ? load256(blk + 16) : _mm256_setzero_si256();
-    __m256i isum[R];
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    // Per weight row: d, dmin, the 8 mins as int16 and the 8 scales as the 16 int16 lanes
+    // each group's madd takes (read from memory in the inner loop: fewer live registers).
+    float d[C], dmin[C];
+    __m128i mins16[C];
+    alignas(32) int16_t sbuf[C][8][16];
+    __m256i hb[C];
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* blk = w + c * ld + b * kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
+      d[c] = f16_at(blk);
+      dmin[c] = f16_at(blk + 2);
+      // The 8 scales and 8 mins, 6 bits each in 12 bytes (quant_k4_scale_min), four at a time.
+      uint32_t s3[3], sc[2], mn[2];
+      std::memcpy(s3, blk + 4, 12);
+      sc[0] = s3[0] & 0x3f3f3f3fu;
+      mn[0] = s3[1] & 0x3f3f3f3fu;
+      sc[1] = (s3[2] & 0x0f0f0f0fu) | (((s3[0] >> 6) & 0x03030303u) << 4);
+      mn[1] = ((s3[2] >> 4) & 0x0f0f0f0fu) | (((s3[1] >> 6) & 0x03030303u) << 4);
+      const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc[1]), int(sc[0])));
+      const __m256i scales = _mm256_set_m128i(sc8, sc8);
+      for (int g = 0; g < 8; ++g)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sbuf[c][g]),
+                           _mm256_shuffle_epi8(scales, word_bcast(g)));
+      mins16[c] = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
+      hb[c] = kQ5 ? load256(blk + 16) : _mm256_setzero_si256();
+    }
+    __m256i isum[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) isum[r][c] = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      const __m256i raw = load256(qs + 32 * p);
-      __m256i lo = _mm256_and_si256(raw, low4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-      if constexpr (kQ5) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-        hb = _mm256_srli_epi16(hb, 1);
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-        hb = _mm256_srli_epi16(hb, 1);
+      __m256i lo[C], hi[C];
+      for (int c = 0; c < C; ++c) {
+        const __m256i raw = load256(w + c * ld + b * kBytes + (kQ5 ? 48 : 16) + 32 * p);
+        lo[c] = _mm256_and_si256(raw, low4);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (kQ5) {
+          lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(_mm256_and_si256(hb[c], one), 4));
+          hb[c] = _mm256_srli_epi16(hb[c], 1);
+          hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(_mm256_and_si256(hb[c], one), 4));
+          hb[c] = _mm256_srli_epi16(hb[c], 1);
+        }
       }
-      const __m256i s_lo = _mm256_shuffle_epi8(scales, word_bcast(2 * p));
-      const __m256i s_hi = _mm256_shuffle_epi8(scales, word_bcast(2 * p + 1));
       for (int r = 0; r < R; ++r) {
         const int8_t* a = x.q_row(m0 + r) + 256 * b + 64 * p;
-        const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), s_lo);
-        const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), s_hi);
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(plo, phi));
+        const __m256i a_lo = load256(a), a_hi = load256(a + 32);
+        for (int c = 0; c < C; ++c) {
+          const __m256i plo =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), load256(sbuf[c][2 * p]));
+          const __m256i phi =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), load256(sbuf[c][2 * p + 1]));
+          isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_add_epi32(plo, phi));
+        }
       }
     }
     for (int r = 0; r < R; ++r) {
       const float ad = x.d_row(m0 + r)[b];
       const __m128i bs =
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums32_row(m0 + r) + 8 * b));
-      const int msum = hsum_epi32_128(_mm_madd_epi16(mins16, bs));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
-      mins[r] += dmin * ad * float(msum);
+      for (int c = 0; c < C; ++c) {
+        const int msum = hsum_epi32_128(_mm_madd_epi16(mins16[c], bs));
+        acc[r][c] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][c]), _mm256_set1_ps(d[c] * ad), acc[r][c]);
+        mins[r][c] = fmadd(dmin[c] * ad, float(msum), mins[r][c]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - mins[r];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) out[r * C + c] = hsum_ps(acc[r][c]) - mins[r][c];
 }
 
 // q6_K: 16 groups of 16 with int8 scales; q - 32 as q times a minus 32 times a's sums.
@@ -461,61 +504,116 @@ PARLEY_AVX2 void dot_k23(const uint8_t* w, int64_t nb, const QuantizedRows& x, i
   for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
 }
 
-using DotFn = void (*)(const uint8_t*, int64_t, const QuantizedRows&, int64_t, float*);
+// q6_K, q2_K and q3_K as R x 1 tiles.
+template <QuantType T, int R, int C>
+PARLEY_AVX2 void tile_rows(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
+                           int64_t m0, float* out) {
+  static_assert(C == 1);
+  (void)ld;
+  if constexpr (T == QuantType::q6_k)
+    dot_q6_k<T, R>(w, nb, x, m0, out);
+  else
+    dot_k23<T, R>(w, nb, x, m0, out);
+}
 
-// The kernel for type t and 1..kRowGroup rows.
+using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedRows&, int64_t, float*);
+
+// Tile shapes: up to kTileRows activation rows by up to kTileCols weight rows.
+constexpr int kTileRows = 4, kTileCols = 4;
+
+constexpr int kColsK4[kTileRows] = {1, 1, 1, 1};
+constexpr int kCols32[kTileRows] = {4, 4, 3, 2};
+
+struct Tiles {
+  TileFn fn[kTileRows][kTileCols] = {};  // fn[R - 1][C - 1]
+  int cols[kTileRows] = {};              // the widest tile (C) used for R rows
+};
+
 template <QuantType T>
-DotFn pick(int rows) {
-  auto table = []<int... R>(std::integer_sequence<int, R...>) {
-    if constexpr (T == QuantType::q4_k || T == QuantType::q5_k)
-      return std::array<DotFn, sizeof...(R)>{&dot_k4<T, R + 1>...};
-    else if constexpr (T == QuantType::q6_k)
-      return std::array<DotFn, sizeof...(R)>{&dot_q6_k<T, R + 1>...};
-    else if constexpr (T == QuantType::q2_k || T == QuantType::q3_k)
-      return std::array<DotFn, sizeof...(R)>{&dot_k23<T, R + 1>...};
-    else
-      return std::array<DotFn, sizeof...(R)>{&dot_32<T, R + 1>...};
-  }
-  (std::make_integer_sequence<int, kRowGroup>{});
-  return table[size_t(rows - 1)];
+Tiles make_tiles() {
+  constexpr bool k4 = T == QuantType::q4_k || T == QuantType::q5_k;
+  constexpr bool by32 = quant_format(T).block_size == 32;
+  Tiles t;
+  auto row = [&]<int R>(std::integral_constant<int, R>) {
+    if constexpr (k4 || by32) {
+      auto col = [&]<int C>(std::integral_constant<int, C>) {
+        if constexpr (k4)
+          t.fn[R - 1][C - 1] = &tile_k4<T, R, C>;
+        else
+          t.fn[R - 1][C - 1] = &tile_32<T, R, C>;
+      };
+      col(std::integral_constant<int, 1>{});
+      col(std::integral_constant<int, 2>{});
+      col(std::integral_constant<int, 3>{});
+      col(std::integral_constant<int, 4>{});
+      // Registers: R x C accumulators and C unpacked weight vectors within the 16 ymm.
+      t.cols[R - 1] = k4 ? kColsK4[R - 1] : kCols32[R - 1];
+    } else {
+      t.fn[R - 1][0] = &tile_rows<T, R, 1>;
+      t.cols[R - 1] = 1;
+    }
+  };
+  row(std::integral_constant<int, 1>{});
+  row(std::integral_constant<int, 2>{});
+  row(std::integral_constant<int, 3>{});
+  row(std::integral_constant<int, 4>{});
+  return t;
 }
 
-DotFn kernel(QuantType t, int rows) {
+const Tiles& tiles(QuantType t) {
+  static const Tiles q4_0 = make_tiles<QuantType::q4_0>(), q4_1 = make_tiles<QuantType::q4_1>(),
+                     q5_0 = make_tiles<QuantType::q5_0>(), q5_1 = make_tiles<QuantType::q5_1>(),
+                     q8_0 = make_tiles<QuantType::q8_0>(), q2_k = make_tiles<QuantType::q2_k>(),
+                     q3_k = make_tiles<QuantType::q3_k>(), q4_k = make_tiles<QuantType::q4_k>(),
+                     q5_k = make_tiles<QuantType::q5_k>(), q6_k = make_tiles<QuantType::q6_k>();
   switch (t) {
-    case QuantType::q4_0: return pick<QuantType::q4_0>(rows);
-    case QuantType::q4_1: return pick<QuantType::q4_1>(rows);
-    case QuantType::q5_0: return pick<QuantType::q5_0>(rows);
-    case QuantType::q5_1: return pick<QuantType::q5_1>(rows);
-    case QuantType::q8_0: return pick<QuantType::q8_0>(rows);
-    case QuantType::q4_k: return pick<QuantType::q4_k>(rows);
-    case QuantType::q5_k: return pick<QuantType::q5_k>(rows);
-    case QuantType::q6_k: return pick<QuantType::q6_k>(rows);
-    case QuantType::q2_k: return pick<QuantType::q2_k>(rows);
-    case QuantType::q3_k: return pick<QuantType::q3_k>(rows);
+    case QuantType::q4_0: return q4_0;
+    case QuantType::q4_1: return q4_1;
+    case QuantType::q5_0: return q5_0;
+    case QuantType::q5_1: return q5_1;
+    case QuantType::q8_0: return q8_0;
+    case QuantType::q4_k: return q4_k;
+    case QuantType::q5_k: return q5_k;
+    case QuantType::q6_k: return q6_k;
+    case QuantType::q2_k: return q2_k;
+    case QuantType::q3_k: break;
   }
-  return nullptr;
+  return q3_k;
 }
+
+// Weight bytes per cache block: a thread's slice of w is walked this many bytes at a time,
+// each block against every tile of activation rows, so the block stays in L2 while the
+// R-row activation tile stays in L1.
+constexpr int64_t kWeightBlock = 128 << 10;
 
 void matmul_fast(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQuantOptions& opt) {
   const int64_t m = a.dim(0), n = w.rows, k = w.cols;
   const QuantFormat& f = quant_format(w.type);
-  const int64_t nb = k / f.block_size;
+  const int64_t nb = k / f.block_size, ld = w.row_bytes();
   // Reused across calls on this thread: no allocation per decode step once warm.
   thread_local QuantizedRows rows;
   quantize_rows(a.data<float>(), m, k, is_k_quant(w.type) ? 256 : 32, rows);
-  DotFn fns[kRowGroup];
-  for (int r = 0; r < kRowGroup; ++r) fns[r] = kernel(w.type, r + 1);
+  const Tiles& t = tiles(w.type);
   float* pc = c.data<float>();
   const float* bias = opt.bias ? opt.bias->data<float>() : nullptr;
   const QuantizedRows& x = rows;
-  cpu_threads().parallel_for(n, column_grain(w, m), [&](int64_t n0, int64_t n1) {
-    float out[kRowGroup];
-    for (int64_t j = n0; j < n1; ++j) {
-      const uint8_t* wrow = w.data + j * w.row_bytes();
-      for (int64_t i = 0; i < m; i += kRowGroup) {
-        const int r = int(std::min<int64_t>(kRowGroup, m - i));
-        fns[r - 1](wrow, nb, x, i, out);
-        for (int t = 0; t < r; ++t) store(pc, (i + t) * n + j, out[t], bias, j, opt.beta);
+  const int64_t block_rows =
+      std::max<int64_t>(kTileCols, kWeightBlock / ld / kTileCols * kTileCols);
+  const int64_t grain = std::max<int64_t>(kTileCols, (int64_t(1) << 16) / ld);
+  cpu_threads().parallel_for(n, grain, [&](int64_t n0, int64_t n1) {
+    float out[kTileRows * kTileCols];
+    for (int64_t j0 = n0; j0 < n1; j0 += block_rows) {
+      const int64_t j1 = std::min(n1, j0 + block_rows);
+      for (int64_t i = 0; i < m; i += kTileRows) {
+        const int r = int(std::min<int64_t>(kTileRows, m - i));
+        for (int64_t j = j0; j < j1;) {
+          const int cols = int(std::min<int64_t>(t.cols[r - 1], j1 - j));
+          t.fn[r - 1][cols - 1](w.data + j * ld, ld, nb, x, i, out);
+          for (int rr = 0; rr < r; ++rr)
+            for (int cc = 0; cc < cols; ++cc)
+              store(pc, (i + rr) * n + j + cc, out[rr * cols + cc], bias, j + cc, opt.beta);
+          j += cols;
+        }
       }
     }
   });
