@@ -7,11 +7,13 @@
 
 #include "engine/error.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
 #include "engine/ops/llm_fused.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/quant_matmul.h"
 #include "engine/ops/rope.h"
+#include "engine/ops/scatter_rows.h"
 
 namespace parley {
 
@@ -219,17 +221,21 @@ void mlp_block(const FamilySpec& spec, const LayerWeights& w, const Tensor& x, P
 }
 
 void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w, const Tensor& x,
-               Pool& pool, Tensor& out) {
+               Pool& pool, Pool& host, Tensor& out) {
   const int64_t t = x.dim(0), h = x.dim(1), n_exp = c.num_experts, top_k = c.num_experts_per_tok;
-  check(x.device() == Device::cpu, ErrorKind::unsupported,
-        "[llm] routed experts (Qwen3-MoE) are not on CUDA yet: load the model on the CPU");
+  const bool on_host = x.device() == Device::cpu;
   Tensor router = pool.alloc({t, n_exp}, DType::f32);
   linear(x, w.router, Tensor(), pool, router);
+  if (!on_host) {  // the routing runs on the host: the router's [T, E] comes down
+    Tensor r = host.alloc({t, n_exp}, DType::f32);
+    r.copy_from(router);
+    router = r;
+  }
   // Routing: per token its k experts (expert-major lists built by counting sort).
-  Tensor choice = pool.alloc({t * top_k}, DType::i32);
-  Tensor weight = pool.alloc({t * top_k}, DType::f32);
-  Tensor counts = pool.alloc({n_exp + 1}, DType::i32);
-  Tensor order = pool.alloc({t * top_k}, DType::i32);  // (token * top_k + j) by expert
+  Tensor choice = host.alloc({t * top_k}, DType::i32);
+  Tensor weight = host.alloc({t * top_k}, DType::f32);
+  Tensor counts = host.alloc({n_exp + 1}, DType::i32);
+  Tensor order = host.alloc({t * top_k}, DType::i32);  // (token * top_k + j) by expert
   int32_t* ch = choice.data<int32_t>();
   float* wt = weight.data<float>();
   int32_t* cnt = counts.data<int32_t>();
@@ -259,7 +265,7 @@ void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w
   }
   for (int64_t e = 0; e < n_exp; ++e) cnt[e + 1] += cnt[e];
   {
-    Tensor fill = pool.alloc({n_exp}, DType::i32);
+    Tensor fill = host.alloc({n_exp}, DType::i32);
     int32_t* f = fill.data<int32_t>();
     std::copy(cnt, cnt + n_exp, f);
     // Token-major traversal keeps each expert's list in token order.
@@ -267,23 +273,44 @@ void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w
   }
   // Each expert on its tokens; per-token contributions land in `contrib` slot (tok, j) and
   // are summed in j order (= ascending expert) afterwards.
-  Tensor xe = pool.alloc({t * top_k, h}, DType::f32);
-  Tensor ye = pool.alloc({t * top_k, h}, DType::f32);
-  Tensor contrib = pool.alloc({t * top_k, h}, DType::f32);
+  const DType dt = x.dtype();
+  Tensor xe = pool.alloc({t * top_k, h}, dt);
+  Tensor ye = pool.alloc({t * top_k, h}, dt);
+  Tensor contrib = pool.alloc({t * top_k, h}, dt);
   const int32_t* ord = order.data<int32_t>();
+  if (!on_host) {  // CUDA: one gather of every expert's rows (expert-major)
+    Tensor src = host.alloc({t * top_k}, DType::i32);
+    for (int64_t a = 0; a < t * top_k; ++a) src.data<int32_t>()[a] = ord[a] / int32_t(top_k);
+    embedding(x, src, xe);
+  }
   for (int64_t e = 0; e < n_exp; ++e) {
     const int64_t b = cnt[e], n = cnt[e + 1] - cnt[e];
     if (n == 0) continue;
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(xe.data<float>() + r * h, x.data<float>() + (ord[b + r] / top_k) * h,
-                  size_t(h) * sizeof(float));
-    Tensor xin = xe.slice0(0, n), yout = ye.slice0(0, n);
+    if (on_host)
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(xe.data<float>() + r * h, x.data<float>() + (ord[b + r] / top_k) * h,
+                    size_t(h) * sizeof(float));
+    const int64_t at = on_host ? 0 : b;
+    Tensor xin = xe.slice0(at, at + n), yout = ye.slice0(at, at + n);
     const ExpertWeights& ew = w.experts[size_t(e)];
     mlp_impl(spec, ew.gate, ew.gate_quant, ew.up, ew.up_quant, ew.down, ew.down_quant, xin, pool,
              yout);
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(contrib.data<float>() + ord[b + r] * h, yout.data<float>() + r * h,
-                  size_t(h) * sizeof(float));
+    if (on_host)
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(contrib.data<float>() + ord[b + r] * h, yout.data<float>() + r * h,
+                    size_t(h) * sizeof(float));
+  }
+  if (!on_host) {
+    // contrib[(tok, j)] = ye[expert-major slot]; out[tok] = sum_j w[tok, j] contrib[(tok, j)]
+    // as a batched [1, k] x [k, H] product per token (f32 accumulation in j order).
+    scatter_rows(ye, order, contrib);
+    Tensor w_host = host.alloc({t, 1, top_k}, dt);
+    convert(weight.reshape({t, 1, top_k}), w_host);
+    Tensor w_dev = pool.alloc({t, 1, top_k}, dt);
+    w_dev.copy_from(w_host);
+    Tensor out3 = out.reshape({t, 1, h});
+    matmul(w_dev, contrib.reshape({t, top_k, h}), out3);
+    return;
   }
   float* po = out.data<float>();
   for (int64_t tok = 0; tok < t; ++tok) {

@@ -43,8 +43,10 @@ void mlp_block(const FamilySpec& spec, const LayerWeights& w, const Tensor& x, P
 
 // out [T, H] = sum over the token's top-k experts e of p_e * expert_e(x); p from the
 // softmax router (renormalized over the k with norm_topk_prob). Each token's sum runs in
-// ascending expert order.
+// ascending expert order. The routing runs on the host (`host`: the same pool on the CPU;
+// on CUDA the router's logits come down, and the experts' rows are gathered, run and
+// scattered back on the device).
 void moe_block(const LlmConfig& config, const FamilySpec& spec, const LayerWeights& w,
-               const Tensor& x, Pool& pool, Tensor& out);
+               const Tensor& x, Pool& pool, Pool& host, Tensor& out);
 
 }  // namespace parley

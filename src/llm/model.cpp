@@ -83,9 +83,6 @@ LlmModel::LlmModel(LlmConfig config, LlmWeights weights)
   inv_freq_local_ =
       host_vector(rope_inv_freq(int(config_.head_dim), config_.rope_local_base_freq, {}));
   if (device_ != Device::cpu) {
-    for (int64_t l = 0; l < config_.n_layers; ++l)
-      check(!config_.is_moe_layer(l), ErrorKind::unsupported,
-            "[llm] routed experts (Qwen3-MoE) are not on CUDA yet: load the model on the CPU");
     for (LayerWeights& w : weights_.layers) fuse_projections(w);
     inv_freq_global_ = inv_freq_global_.to(device_);
     inv_freq_local_ = inv_freq_local_.to(device_);
@@ -221,7 +218,7 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     if (spec.sandwich_norms) rms_norm(y, w.attn_out_norm, c.rms_norm_eps, y);
     add_rms_norm(h, y, w.mlp_norm, c.rms_norm_eps, x);
     if (c.is_moe_layer(l))
-      moe_block(c, spec, w, x, pool, y);
+      moe_block(c, spec, w, x, pool, host, y);
     else
       mlp_block(spec, w, x, pool, y);
     if (spec.sandwich_norms) rms_norm(y, w.mlp_out_norm, c.rms_norm_eps, y);

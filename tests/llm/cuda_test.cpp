@@ -1,7 +1,7 @@
 // The chat engine on CUDA against its CPU oracle (skipped without a GPU): the ops (paged
 // attention over shuffled blocks with long decode contexts that split, GQA groups, head sizes,
 // sliding windows and soft caps; RoPE, GLU, KV writes) in f32, f16 and bf16, and the whole
-// forward of every dense tiny family in f32 (logits within 1e-4 of the CPU's) and bf16
+// forward of every tiny family in f32 (logits within 1e-4 of the CPU's) and bf16
 // (top-1 agreement and the logit difference, printed), batched rows against rows alone, and a
 // decode loop without system allocations.
 #include <gtest/gtest.h>
@@ -320,7 +320,8 @@ TEST_P(CudaForward, MatchesCpuInF32AndBf16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, CudaForward,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-qwen3_moe", "tiny-gemma3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
