@@ -36,6 +36,10 @@ export PARLEY_CLI=ON PARLEY_TARGETS="parley test_llm"
 arch_lib="/tmp/deps/usr/lib/$(gcc -print-multiarch)"
 P=$BUILD_DIR/parley
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+# DEADLINE=S: steps that would start S seconds after the call began are skipped (so that
+# what ran comes back before the device tool's limit).
+T_START=$(date +%s)
+in_time() { (( $(date +%s) - T_START < ${DEADLINE:-100000} )) || { echo "skipped (deadline): $*"; return 1; }; }
 
 # llama.cpp builds in the background while parley builds (a warm machine is given back 30 s
 # after a call, so every call builds what it needs).
@@ -79,10 +83,12 @@ synth() {  # synth SHAPE: the bf16 folder, once
 
 if has bench; then
   for s in $SHAPES; do
+    in_time "bench $s" || continue
     synth "$s"
     "$P" bench llm -m "/tmp/models/$s" --device cuda --dtype bf16 --prompt-tokens $PROMPTS \
       --chunk 8192 --batch $BATCHES --decode-context "$CONTEXT" --decode-tokens "$STEPS" \
       --runs "$RUNS" 2>&1 | tee -a "$OUT/bench_llm.jsonl" | cut -c1-250
+    in_time "transformers $s" || continue
     python3 tools/device/llm_transformers_bench.py --model "/tmp/models/$s" --prompt-tokens $PROMPTS \
       --batch $BATCHES --decode-context "$CONTEXT" --decode-tokens "$STEPS" --runs "$RUNS" 2>&1 |
       grep -v Warning | tee -a "$OUT/bench_llm.jsonl" | cut -c1-250
@@ -90,9 +96,11 @@ if has bench; then
 fi
 
 if has llamacpp; then
-  while [[ ! -f $L/build.done ]]; do sleep 5; done
+  while [[ ! -f $L/build.done ]] && in_time "llama.cpp build wait" >/dev/null; do sleep 5; done
   echo "llama.cpp build: $(cat $L/build.done)"; tail -3 $L/build.log
   for s in $SHAPES; do
+    in_time "llama.cpp $s" || continue
+    [[ -f $L/build.done ]] || { echo "llama.cpp build not done"; tail -5 $L/build.log; break; }
     synth "$s"
     g=/tmp/models/$s.bf16.gguf
     t=$(date +%s)
