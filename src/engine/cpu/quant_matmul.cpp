@@ -245,13 +245,15 @@ PARLEY_AVX2 void tile_32(const uint8_t* w, int64_t ld, int64_t nb, const Quantiz
   const float* ad = x.d_row(m0);
   const float* as = x.s_row(m0);
   const int64_t k = x.k, kd = x.k / x.group;
+  // The C rows are read side by side: prefetch the next tile's rows at least kPrefetch ahead.
+  const int64_t ahead = std::max<int64_t>(kPrefetch, C * ld);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i q[C], u[C];
     __m256 dw[C];
     float mw[C];
     for (int c = 0; c < C; ++c) {
       const uint8_t* blk = w + c * ld + b * kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + ahead, _MM_HINT_T0);
       dw[c] = _mm256_set1_ps(f16_at(blk));
       if constexpr (kMin) mw[c] = f16_at(blk + 2);
       if constexpr (T == QuantType::q8_0) {
@@ -284,92 +286,68 @@ PARLEY_AVX2 void tile_32(const uint8_t* w, int64_t ld, int64_t nb, const Quantiz
     for (int c = 0; c < C; ++c) out[r * C + c] = hsum_ps(acc[r][c]) + mins[r][c];
 }
 
-// q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins. Per block and element the int32
-// lanes of sum_g scale_g * (q . a)_g, then acc += f32(lanes) * (d * d_a) and the element's
-// min term dmin * d_a * sum_g min_g * (sum a)_g.
-template <QuantType T, int R, int C>
-PARLEY_AVX2 void tile_k4(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
-                         int64_t m0, float* out) {
+// q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins.
+template <QuantType T, int R>
+PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, int64_t m0,
+                        float* out) {
   constexpr bool kQ5 = T == QuantType::q5_k;
   constexpr int kBytes = quant_format(T).block_bytes;
   const __m256i low4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256 acc[R][C];
-  float mins[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      acc[r][c] = _mm256_setzero_ps();
-      mins[r][c] = 0.0f;
-    }
+  __m256 acc[R];
+  float mins[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = 0.0f;
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    // Per weight row: d, dmin, the 8 mins as int16 and the 8 scales as the 16 int16 lanes
-    // each group's madd takes (read from memory in the inner loop: fewer live registers).
-    float d[C], dmin[C];
-    __m128i mins16[C];
-    alignas(32) int16_t sbuf[C][8][16];
-    __m256i hb[C];
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* blk = w + c * ld + b * kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
-      d[c] = f16_at(blk);
-      dmin[c] = f16_at(blk + 2);
-      // The 8 scales and 8 mins, 6 bits each in 12 bytes (quant_k4_scale_min), four at a time.
-      uint32_t s3[3], sc[2], mn[2];
-      std::memcpy(s3, blk + 4, 12);
-      sc[0] = s3[0] & 0x3f3f3f3fu;
-      mn[0] = s3[1] & 0x3f3f3f3fu;
-      sc[1] = (s3[2] & 0x0f0f0f0fu) | (((s3[0] >> 6) & 0x03030303u) << 4);
-      mn[1] = ((s3[2] >> 4) & 0x0f0f0f0fu) | (((s3[1] >> 6) & 0x03030303u) << 4);
-      const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc[1]), int(sc[0])));
-      const __m256i scales = _mm256_set_m128i(sc8, sc8);
-      for (int g = 0; g < 8; ++g)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sbuf[c][g]),
-                           _mm256_shuffle_epi8(scales, word_bcast(g)));
-      mins16[c] = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
-      hb[c] = kQ5 ? load256(blk + 16) : _mm256_setzero_si256();
-    }
-    __m256i isum[R][C];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) isum[r][c] = _mm256_setzero_si256();
+    const uint8_t* blk = w + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 64, _MM_HINT_T0);
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    // The 8 scales and 8 mins, 6 bits each in 12 bytes (quant_k4_scale_min), four at a time.
+    uint32_t s3[3], sc[2], mn[2];
+    std::memcpy(s3, blk + 4, 12);
+    sc[0] = s3[0] & 0x3f3f3f3fu;
+    mn[0] = s3[1] & 0x3f3f3f3fu;
+    sc[1] = (s3[2] & 0x0f0f0f0fu) | (((s3[0] >> 6) & 0x03030303u) << 4);
+    mn[1] = ((s3[2] >> 4) & 0x0f0f0f0fu) | (((s3[1] >> 6) & 0x03030303u) << 4);
+    // The 8 scales as int16 in both 128-bit lanes; word_bcast picks one for all 16 lanes.
+    const __m128i sc8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc[1]), int(sc[0])));
+    const __m256i scales = _mm256_set_m128i(sc8, sc8);
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn[1]), int(mn[0])));
+    const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+    __m256i hb = kQ5 ? load256(blk + 16) : _mm256_setzero_si256();
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      __m256i lo[C], hi[C];
-      for (int c = 0; c < C; ++c) {
-        const __m256i raw = load256(w + c * ld + b * kBytes + (kQ5 ? 48 : 16) + 32 * p);
-        lo[c] = _mm256_and_si256(raw, low4);
-        hi[c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        if constexpr (kQ5) {
-          lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(_mm256_and_si256(hb[c], one), 4));
-          hb[c] = _mm256_srli_epi16(hb[c], 1);
-          hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(_mm256_and_si256(hb[c], one), 4));
-          hb[c] = _mm256_srli_epi16(hb[c], 1);
-        }
+      const __m256i raw = load256(qs + 32 * p);
+      __m256i lo = _mm256_and_si256(raw, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (kQ5) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        hb = _mm256_srli_epi16(hb, 1);
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        hb = _mm256_srli_epi16(hb, 1);
       }
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, word_bcast(2 * p));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, word_bcast(2 * p + 1));
       for (int r = 0; r < R; ++r) {
         const int8_t* a = x.q_row(m0 + r) + 256 * b + 64 * p;
-        const __m256i a_lo = load256(a), a_hi = load256(a + 32);
-        for (int c = 0; c < C; ++c) {
-          const __m256i plo =
-              _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), load256(sbuf[c][2 * p]));
-          const __m256i phi =
-              _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), load256(sbuf[c][2 * p + 1]));
-          isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_add_epi32(plo, phi));
-        }
+        const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), s_lo);
+        const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), s_hi);
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(plo, phi));
       }
     }
     for (int r = 0; r < R; ++r) {
       const float ad = x.d_row(m0 + r)[b];
       const __m128i bs =
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums32_row(m0 + r) + 8 * b));
-      for (int c = 0; c < C; ++c) {
-        const int msum = hsum_epi32_128(_mm_madd_epi16(mins16[c], bs));
-        acc[r][c] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][c]), _mm256_set1_ps(d[c] * ad), acc[r][c]);
-        mins[r][c] = fmadd(dmin[c] * ad, float(msum), mins[r][c]);
-      }
+      const int msum = hsum_epi32_128(_mm_madd_epi16(mins16, bs));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
+      mins[r] += dmin * ad * float(msum);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r * C + c] = hsum_ps(acc[r][c]) - mins[r][c];
+  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - mins[r];
 }
 
 // q6_K: 16 groups of 16 with int8 scales; q - 32 as q times a minus 32 times a's sums.
@@ -504,13 +482,16 @@ PARLEY_AVX2 void dot_k23(const uint8_t* w, int64_t nb, const QuantizedRows& x, i
   for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
 }
 
-// q6_K, q2_K and q3_K as R x 1 tiles.
+// The K-quants as R x 1 tiles (wider tiles did not pay: the unpacked block and its scales
+// already fill the registers).
 template <QuantType T, int R, int C>
 PARLEY_AVX2 void tile_rows(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
                            int64_t m0, float* out) {
   static_assert(C == 1);
   (void)ld;
-  if constexpr (T == QuantType::q6_k)
+  if constexpr (T == QuantType::q4_k || T == QuantType::q5_k)
+    dot_k4<T, R>(w, nb, x, m0, out);
+  else if constexpr (T == QuantType::q6_k)
     dot_q6_k<T, R>(w, nb, x, m0, out);
   else
     dot_k23<T, R>(w, nb, x, m0, out);
@@ -521,8 +502,11 @@ using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedRows&, 
 // Tile shapes: up to kTileRows activation rows by up to kTileCols weight rows.
 constexpr int kTileRows = 4, kTileCols = 4;
 
-constexpr int kColsK4[kTileRows] = {1, 1, 1, 1};
-constexpr int kCols32[kTileRows] = {4, 4, 3, 2};
+// The widest tile (weight rows) per activation-row count for the 32-value types: R x C
+// accumulators and C unpacked weight vectors within the 16 ymm registers. One weight row at a
+// time at M = 1: several rows side by side streamed slower from DRAM (q8_0 4096 x 4096 cold:
+// 22-28 GB/s at C = 4 against 29-30 at C = 1 on the 2-core EPYC).
+constexpr int kCols32[kTileRows] = {1, 4, 3, 2};
 
 struct Tiles {
   TileFn fn[kTileRows][kTileCols] = {};  // fn[R - 1][C - 1]
@@ -531,23 +515,14 @@ struct Tiles {
 
 template <QuantType T>
 Tiles make_tiles() {
-  constexpr bool k4 = T == QuantType::q4_k || T == QuantType::q5_k;
-  constexpr bool by32 = quant_format(T).block_size == 32;
   Tiles t;
   auto row = [&]<int R>(std::integral_constant<int, R>) {
-    if constexpr (k4 || by32) {
-      auto col = [&]<int C>(std::integral_constant<int, C>) {
-        if constexpr (k4)
-          t.fn[R - 1][C - 1] = &tile_k4<T, R, C>;
-        else
-          t.fn[R - 1][C - 1] = &tile_32<T, R, C>;
-      };
-      col(std::integral_constant<int, 1>{});
-      col(std::integral_constant<int, 2>{});
-      col(std::integral_constant<int, 3>{});
-      col(std::integral_constant<int, 4>{});
-      // Registers: R x C accumulators and C unpacked weight vectors within the 16 ymm.
-      t.cols[R - 1] = k4 ? kColsK4[R - 1] : kCols32[R - 1];
+    if constexpr (quant_format(T).block_size == 32) {
+      t.fn[R - 1][0] = &tile_32<T, R, 1>;
+      t.fn[R - 1][1] = &tile_32<T, R, 2>;
+      t.fn[R - 1][2] = &tile_32<T, R, 3>;
+      t.fn[R - 1][3] = &tile_32<T, R, 4>;
+      t.cols[R - 1] = kCols32[R - 1];
     } else {
       t.fn[R - 1][0] = &tile_rows<T, R, 1>;
       t.cols[R - 1] = 1;
