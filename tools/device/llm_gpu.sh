@@ -14,6 +14,7 @@
 #             llama-cpp-python 0.3.36 sdist (vendor/llama.cpp), trimmed to
 #             .deps/llamacpp/llama.cpp-src.tar.gz (its CMake tree, ggml with the CPU and CUDA
 #             backends, src, common, tools, vendor, gguf-py), with CUDA for sm_90
+#   profile   ncu per-kernel times of two decode steps (PROFILE_SHAPE, PROFILE_BATCHES)
 #   llamacpp  waits for that build, writes the same synthetic folders as BF16 GGUF
 #             (tools/device/llm_synth_gguf.py with its gguf-py) and runs llama-bench
 # Environment: OUT=/tmp/out (logs, JSON lines), BUILD_DIR=/tmp/build-gpu,
@@ -49,7 +50,7 @@ if has llamacpp && [[ ! -f $L/build.done ]]; then
   (t0=$(date +%s)
    cmake -S $L -B $L/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
      -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF &&
+     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF &&
      ninja -C $L/build -j${LLAMA_JOBS:-12} llama-bench llama-batched-bench
    echo "rc $? in $(($(date +%s) - t0)) s" >$L/build.done) >$L/build.log 2>&1 &
 fi
@@ -88,6 +89,7 @@ if has bench; then
     "$P" bench llm -m "/tmp/models/$s" --device cuda --dtype bf16 --prompt-tokens $PROMPTS \
       --chunk 8192 --batch $BATCHES --decode-context "$CONTEXT" --decode-tokens "$STEPS" \
       --runs "$RUNS" 2>&1 | tee -a "$OUT/bench_llm.jsonl" | cut -c1-250
+    [[ -n "${NO_TF:-}" ]] && continue
     in_time "transformers $s" || continue
     python3 tools/device/llm_transformers_bench.py --model "/tmp/models/$s" --prompt-tokens $PROMPTS \
       --batch $BATCHES --decode-context "$CONTEXT" --decode-tokens "$STEPS" --runs "$RUNS" 2>&1 |
@@ -117,6 +119,19 @@ if has llamacpp; then
     $L/build/bin/llama-batched-bench -m "$g" -ngl 99 -fa on -npp "$CONTEXT" -ntg "$STEPS" \
       -npl $(echo $BATCHES | tr ' ' ,) -c $((64 * (CONTEXT + STEPS + 16))) 2>>"$OUT/llamacpp_bench.err" |
       tee -a "$OUT/llamacpp_batched.txt" | grep -E "^\|" | cut -c1-200
+  done
+fi
+# Per-kernel device times (ncu, one kernel at a time) of two decode steps of PROFILE_SHAPE at
+# each PROFILE_BATCHES size, as CSV: stage profile.
+if has profile; then
+  s=${PROFILE_SHAPE:-llama-3.1-8b}
+  for b in ${PROFILE_BATCHES:-1 8}; do
+    in_time "profile $s b$b" || continue
+    synth "$s"
+    ncu --metrics gpu__time_duration.sum --csv "$P" bench llm -m "/tmp/models/$s" --device cuda \
+      --dtype bf16 --prompt-tokens 16 --batch "$b" --decode-context "$CONTEXT" --decode-tokens 2 \
+      --runs 1 >"$OUT/ncu_${s}_b$b.csv" 2>"$OUT/ncu_${s}_b$b.err"
+    echo "ncu $s b$b: rc $? $(wc -l <"$OUT/ncu_${s}_b$b.csv") lines"
   done
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
