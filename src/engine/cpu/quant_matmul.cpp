@@ -497,7 +497,22 @@ PARLEY_AVX2 void tile_rows(const uint8_t* w, int64_t ld, int64_t nb, const Quant
     dot_k23<T, R>(w, nb, x, m0, out);
 }
 
-using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedRows&, int64_t, float*);
+// A row of tiles: weight rows [0, cols) (cols a multiple of C) against activation rows
+// m0..m0 + R, out[r * ldo + j]. One call per span keeps the dispatch off the M = 1 path
+// (at M = 1 a tile is a single weight row of a few hundred bytes).
+template <int R, int C, auto Tile>
+PARLEY_AVX2 void tile_span(const uint8_t* w, int64_t ld, int64_t nb, const QuantizedRows& x,
+                           int64_t m0, int64_t cols, float* out, int64_t ldo) {
+  float o[R * C];
+  for (int64_t j = 0; j < cols; j += C) {
+    Tile(w + j * ld, ld, nb, x, m0, o);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) out[r * ldo + j + c] = o[r * C + c];
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const QuantizedRows&, int64_t, int64_t,
+                        float*, int64_t);
 
 // Tile shapes: up to kTileRows activation rows by up to kTileCols weight rows.
 constexpr int kTileRows = 4, kTileCols = 4;
@@ -518,13 +533,13 @@ Tiles make_tiles() {
   Tiles t;
   auto row = [&]<int R>(std::integral_constant<int, R>) {
     if constexpr (quant_format(T).block_size == 32) {
-      t.fn[R - 1][0] = &tile_32<T, R, 1>;
-      t.fn[R - 1][1] = &tile_32<T, R, 2>;
-      t.fn[R - 1][2] = &tile_32<T, R, 3>;
-      t.fn[R - 1][3] = &tile_32<T, R, 4>;
+      t.fn[R - 1][0] = &tile_span<R, 1, tile_32<T, R, 1>>;
+      t.fn[R - 1][1] = &tile_span<R, 2, tile_32<T, R, 2>>;
+      t.fn[R - 1][2] = &tile_span<R, 3, tile_32<T, R, 3>>;
+      t.fn[R - 1][3] = &tile_span<R, 4, tile_32<T, R, 4>>;
       t.cols[R - 1] = kCols32[R - 1];
     } else {
-      t.fn[R - 1][0] = &tile_rows<T, R, 1>;
+      t.fn[R - 1][0] = &tile_span<R, 1, tile_rows<T, R, 1>>;
       t.cols[R - 1] = 1;
     }
   };
@@ -560,6 +575,8 @@ const Tiles& tiles(QuantType t) {
 // each block against every tile of activation rows, so the block stays in L2 while the
 // R-row activation tile stays in L1.
 constexpr int64_t kWeightBlock = 128 << 10;
+// Weight rows per kernel call (a multiple of every tile width).
+constexpr int64_t kSpan = 48;
 
 void matmul_fast(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQuantOptions& opt) {
   const int64_t m = a.dim(0), n = w.rows, k = w.cols;
@@ -576,18 +593,20 @@ void matmul_fast(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQ
       std::max<int64_t>(kTileCols, kWeightBlock / ld / kTileCols * kTileCols);
   const int64_t grain = std::max<int64_t>(kTileCols, (int64_t(1) << 16) / ld);
   cpu_threads().parallel_for(n, grain, [&](int64_t n0, int64_t n1) {
-    float out[kTileRows * kTileCols];
+    float out[kTileRows * kSpan];
     for (int64_t j0 = n0; j0 < n1; j0 += block_rows) {
       const int64_t j1 = std::min(n1, j0 + block_rows);
       for (int64_t i = 0; i < m; i += kTileRows) {
         const int r = int(std::min<int64_t>(kTileRows, m - i));
-        for (int64_t j = j0; j < j1;) {
-          const int cols = int(std::min<int64_t>(t.cols[r - 1], j1 - j));
-          t.fn[r - 1][cols - 1](w.data + j * ld, ld, nb, x, i, out);
+        const int cols = t.cols[r - 1];
+        for (int64_t s0 = j0; s0 < j1; s0 += kSpan) {
+          const int64_t len = std::min<int64_t>(kSpan, j1 - s0), full = len / cols * cols;
+          if (full > 0) t.fn[r - 1][cols - 1](w.data + s0 * ld, ld, nb, x, i, full, out, kSpan);
+          if (full < len)
+            t.fn[r - 1][0](w.data + (s0 + full) * ld, ld, nb, x, i, len - full, out + full, kSpan);
           for (int rr = 0; rr < r; ++rr)
-            for (int cc = 0; cc < cols; ++cc)
-              store(pc, (i + rr) * n + j + cc, out[rr * cols + cc], bias, j + cc, opt.beta);
-          j += cols;
+            for (int64_t j = 0; j < len; ++j)
+              store(pc, (i + rr) * n + s0 + j, out[rr * kSpan + j], bias, s0 + j, opt.beta);
         }
       }
     }
