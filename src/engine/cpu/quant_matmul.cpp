@@ -146,8 +146,27 @@ PARLEY_AVX2 inline void quantize32(const float* x, float id, int8_t* q, int& sum
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
-PARLEY_AVX2 void quantize_rows(const float* a, int64_t m, int64_t k, int64_t group,
-                               QuantizedRows& out) {
+// Row i of a into out (sized by quantize_rows).
+PARLEY_AVX2 void quantize_row(const float* a, int64_t i, QuantizedRows& out) {
+  const int64_t k = out.k, group = out.group;
+  const float* x = a + i * k;
+  for (int64_t g = 0; g < k / group; ++g) {
+    const float amax = max_abs(x + g * group, group);
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    out.d[size_t(i * (k / group) + g)] = d;
+    for (int64_t b = g * group; b < (g + 1) * group; b += 32) {
+      int lo, hi;
+      quantize32(x + b, id, out.q.data() + i * k + b, lo, hi);
+      out.s[size_t(i * (k / 32) + b / 32)] = d * float(lo + hi);
+      out.bsums[size_t(i * (k / 16) + b / 16)] = int16_t(lo);
+      out.bsums[size_t(i * (k / 16) + b / 16 + 1)] = int16_t(hi);
+      out.bsums32[size_t(i * (k / 32) + b / 32)] = int16_t(lo + hi);
+    }
+  }
+}
+
+// Rows are independent: the pool splits them at prefill (one thread at M = 1).
+void quantize_rows(const float* a, int64_t m, int64_t k, int64_t group, QuantizedRows& out) {
   out.k = k;
   out.group = group;
   out.q.resize(size_t(m * k));
@@ -155,22 +174,9 @@ PARLEY_AVX2 void quantize_rows(const float* a, int64_t m, int64_t k, int64_t gro
   out.s.resize(size_t(m * (k / 32)));
   out.bsums.resize(size_t(m * (k / 16)));
   out.bsums32.resize(size_t(m * (k / 32)));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* x = a + i * k;
-    for (int64_t g = 0; g < k / group; ++g) {
-      const float amax = max_abs(x + g * group, group);
-      const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-      out.d[size_t(i * (k / group) + g)] = d;
-      for (int64_t b = g * group; b < (g + 1) * group; b += 32) {
-        int lo, hi;
-        quantize32(x + b, id, out.q.data() + i * k + b, lo, hi);
-        out.s[size_t(i * (k / 32) + b / 32)] = d * float(lo + hi);
-        out.bsums[size_t(i * (k / 16) + b / 16)] = int16_t(lo);
-        out.bsums[size_t(i * (k / 16) + b / 16 + 1)] = int16_t(hi);
-        out.bsums32[size_t(i * (k / 32) + b / 32)] = int16_t(lo + hi);
-      }
-    }
-  }
+  cpu_threads().parallel_for(m, 8, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) quantize_row(a, i, out);
+  });
 }
 
 PARLEY_AVX2 inline float f16_at(const uint8_t* p) {
