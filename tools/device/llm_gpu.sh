@@ -73,6 +73,11 @@ export LD_LIBRARY_PATH="$arch_lib:/tmp/deps/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRA
 if has test; then
   "$BUILD_DIR/tests/test_llm" --gtest_filter='CudaLlm.*:*CudaForward*' 2>&1 | tee "$OUT/cuda_llm.log" |
     grep -E "^\[ +(OK|FAILED) |cuda forward|Failure|worst|PASSED|FAILED" | head -60
+  # End to end: the trained model's tokenizer, template and engine on the GPU (CPU prints 579).
+  for dt in bf16 f32; do
+    echo "chat cuda $dt: $("$P" chat -m models/parley-chat-target -p "What is 123 + 456?" \
+      --temperature 0 --no-think --device cuda --dtype $dt 2>&1 | tail -2 | tr '\n' ' ')"
+  done
 fi
 
 synth() {  # synth SHAPE: the bf16 folder, once
