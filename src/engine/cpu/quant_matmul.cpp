@@ -1,9 +1,13 @@
 // CPU matmul_quant (ops/quant_matmul.h): the f32 reference and the AVX2 8-bit fast path.
 // The fast path is llama.cpp's scheme written afresh: a's rows are quantized once per call
-// (QuantizedRows), each weight block is unpacked to bytes once and dotted with up to
-// kRowGroup activation rows (_mm256_maddubs_epi16 pairs, _mm256_madd_epi16 to int32), and
-// the int32 lanes are scaled into one f32 accumulator vector per row, summed at the end.
-// A row's arithmetic never depends on its group, so results are batch invariant.
+// (QuantizedRows), then register tiles of up to kTileRows activation rows by up to
+// kTileCols weight rows (the 32-value types; the K-quants R x 1) unpack each weight block
+// once for the tile's rows and load each activation block once for its weight rows
+// (_mm256_maddubs_epi16 pairs, _mm256_madd_epi16 to int32); the int32 lanes are scaled into
+// one f32 accumulator vector per output element, summed at the end. A thread walks its
+// slice of w in kWeightBlock pieces, each against every row tile (GEMM-style blocking).
+// An element's arithmetic never depends on the tile it is computed in, so results are
+// batch invariant.
 #include "engine/ops/quant_matmul.h"
 
 #include <cpuid.h>
@@ -24,8 +28,7 @@ namespace parley::cpu {
 
 namespace {
 
-// Activation rows per weight-block unpack: 4 rows' accumulators and the unpacked weight
-// vectors fit the 16 ymm registers.
+// Activation rows per group in the reference's chunk size.
 constexpr int kRowGroup = 4;
 // Bytes ahead of the block being read that the kernels prefetch: the hardware prefetcher
 // alone left M = 1 well below the machine's plain streaming rate.

@@ -14,8 +14,10 @@
 //     K = 4096 on Gaussian rows (the 8-bit rounding of a, shrinking as 1 / sqrt(K)).
 //     Weight streamed at M = 1, 4096 x 4096 from DRAM, 2 threads of the H200 machine's Xeon
 //     (whose plain 2-thread read is 14.4 GB/s): q4_K 17.9 GB/s, q8_0 17.5, q5_K 12.9,
-//     q6_K 12.7, q4_0 11.8; 16 threads 63-93 GB/s (plain read 79). M = 4 takes 1.5-2.7x
-//     the time of M = 1 (the kernels are then compute bound).
+//     q6_K 12.7, q4_0 11.8; 16 threads 63-93 GB/s (plain read 79). At prefill the kernels
+//     are compute bound: register tiles of up to 4 activation rows by 1-4 weight rows, on
+//     qwen3-0.6b's projections at M = 256 with 2 threads of a 2-core AMD EPYC (Zen 4),
+//     q8_0 71-75 and q4_K 94-101 GMAC/s (bench/RESULTS.md, 2026-12-05).
 // CUDA: a few-row GEMV that dequantizes blocks on the fly (quant_value), f32 accumulation;
 //   correct (within 3e-7 of the CPU reference relative to sum|a||w|) but slow: 75-180 GB/s
 //   on the H200 at M = 1, a few percent of its bandwidth.
