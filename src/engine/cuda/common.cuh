@@ -156,6 +156,14 @@ __device__ __forceinline__ float gelu_erf(float v) {
   return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
 }
 
+// The gate activation of a chat model's MLP (ops/glu.h): silu x / (1 + e^-x), or GELU's tanh
+// form (Gemma) when !silu; glu and glu_halves compute it alike.
+__device__ __forceinline__ float glu_gate(float x, bool silu) {
+  if (silu) return x / (1.0f + expf(-x));
+  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
 // --- Programmatic dependent launch (sm_90; no-ops on older devices) ---------------------
 // A kernel launched with launch_dependent() (below) may start while the kernel before it
 // on the stream is still running, once that kernel's blocks have all called

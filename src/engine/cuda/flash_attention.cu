@@ -60,51 +60,9 @@ constexpr int kStages = 3;
 constexpr int kTileElems = kBK * kD;  // one swizzled [key][d] tile
 static_assert(2 * kStages * kTileElems * 2 <= 48 * 1024, "static shared memory");
 
-// Two floats as one 32-bit register of 16-bit values (lo in the low half).
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 template <typename T>
 __device__ __forceinline__ uint32_t ld32(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// 16 bytes global -> shared without passing through registers; zeros when !valid.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Four transposed 8x8 16-bit matrices from shared memory; lane l gives the address of row
-// l % 8 of matrix l / 8 and receives, of each, the elements (rows 2t, 2t + 1; column g):
-// B fragments of a row-major [k][n] tile.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// Four 8x8 16-bit matrices from shared memory; lane l gives the address of row l % 8 of
-// matrix l / 8 and receives, of each, the elements (row g; columns 2t, 2t + 1): for a
-// row-major [n][k] tile (K as [key][d]) these are B fragments of B = tile^T.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
 }
 
 // 2^x (ex2.approx: 2 ulp, -inf -> +0).

@@ -82,16 +82,8 @@ __global__ void glu_halves_kernel(const E* __restrict__ gu, E* __restrict__ out,
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = idx / inter, c = idx % inter;
-    const float x = dev_to_f32(gu[r * 2 * inter + c]),
-                u = dev_to_f32(gu[r * 2 * inter + inter + c]);
-    float a;
-    if (kSilu) {
-      a = x / (1.0f + expf(-x));
-    } else {
-      constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-      a = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
-    out[idx] = dev_from_f32<E>(a * u);
+    out[idx] = dev_from_f32<E>(glu_gate(dev_to_f32(gu[r * 2 * inter + c]), kSilu) *
+                               dev_to_f32(gu[r * 2 * inter + inter + c]));
   }
 }
 

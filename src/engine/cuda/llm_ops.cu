@@ -51,15 +51,7 @@ template <typename E, bool kSilu>
 __global__ void glu_kernel(const E* gate, const E* up, E* out, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float x = dev_to_f32(gate[i]), u = dev_to_f32(up[i]);
-    float a;
-    if (kSilu) {
-      a = x / (1.0f + expf(-x));
-    } else {
-      constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-      a = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
-    out[i] = dev_from_f32<E>(a * u);
+    out[i] = dev_from_f32<E>(glu_gate(dev_to_f32(gate[i]), kSilu) * dev_to_f32(up[i]));
   }
 }
 

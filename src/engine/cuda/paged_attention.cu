@@ -228,34 +228,6 @@ constexpr int kFlashRows = 16 * kFlashWarps;  // query tokens per block (kPagedF
 constexpr int kFlashKeys = 64;                // keys per tile
 static_assert(kFlashRows == kPagedFlashTile);
 
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n"); }
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  const unsigned addr = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // Element offset of (key row, 16-byte chunk c) in a swizzled [kFlashKeys][kD] tile.
 template <int kD>
 __device__ __forceinline__ int swz(int row, int chunk) {
@@ -326,7 +298,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32)
   load_tile(0, first_key);
   cp_async_commit();
   for (int k0 = first_key; k0 <= last_pos; k0 += kFlashKeys) {
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();  // tile k0 landed for all; every warp is done with the other stage
     if (k0 + kFlashKeys <= last_pos) load_tile(stage ^ 1, k0 + kFlashKeys);
     cp_async_commit();
