@@ -1,6 +1,7 @@
 // CPU paged attention: one (token, head) pair per task, an online softmax over the row's
 // visible keys in position order (running max, rescaled f32 accumulator), reading each key
-// and value straight from its block. No scratch: the accumulator lives on the stack.
+// and value straight from its block. No scratch: the accumulator lives on the stack. Each
+// score is an 8-lane dot product (dot() below), so the compiler keeps it in AVX2 registers.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,7 +15,18 @@ namespace parley::cpu {
 
 namespace {
 constexpr int64_t kMaxHeadDim = 512;
+
+// q . k over d values in 8 interleaved partial sums (vectorizable: one AVX2 register) added
+// pairwise at the end; the order depends only on d, never on the batch.
+float dot(const float* q, const float* k, int64_t d) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += q[i + j] * k[i + j];
+  for (int j = 0; i < d; ++i, ++j) part[j] += q[i] * k[i];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
+}  // namespace
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const PagedRow> rows, Tensor& out,
@@ -50,10 +62,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       for (int64_t p = first; p <= pos; ++p) {
         const int64_t base = int64_t(row.block_table[size_t(p / bs)]) * block_stride +
                              (p % bs) * slot_stride + kvh * d;
-        const float* kv = pk + base;
-        float s = 0.0f;
-        for (int64_t i = 0; i < d; ++i) s += qv[i] * kv[i];
-        s *= scale;
+        float s = dot(qv, pk + base, d) * scale;
         if (opt.softcap > 0) s = opt.softcap * std::tanh(s / opt.softcap);
         const float* vv = pv + base;
         if (s > m) {
