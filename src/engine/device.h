@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 namespace parley {
@@ -45,6 +46,10 @@ class Event {
   [[maybe_unused]] void* handle_ = nullptr;  // cudaEvent_t (unused in builds without CUDA)
 };
 std::string_view device_label();  // e.g. "NVIDIA H200 (sm_90, 139 GiB)"
+// Held by a service for the whole of its GPU work when several share the device (the chat
+// engine and Whisper in one server): a stream capture in progress must see only its own
+// launches, and no other thread may allocate, free or synchronize meanwhile.
+std::mutex& exclusive();
 
 // CUDA graphs: the work this thread queues on the backend's stream between begin_capture()
 // and end_capture() is recorded, not run, and launch() replays it with the same pointers

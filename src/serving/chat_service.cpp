@@ -100,6 +100,8 @@ void ChatService::worker_loop() {
       req.prompt = prompt_ids(*job);
       req.params = job->params;
       req.n = job->n;
+      std::unique_lock<std::mutex> gpu;  // the GPU to itself (Whisper may share it)
+      if (model_->device() == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
       result =
           engine_->generate(req, [&](int choice, std::string_view delta, const SampleResult& s) {
             if (job->on_token) job->on_token(choice, std::string(delta), s);

@@ -107,6 +107,8 @@ void WhisperService::worker_loop() {
     // Release before answering, so a client that has its answer sees the memory freed and
     // the worker free (the next request is not refused by a stale running count).
     if (options_.residency == Residency::per_request) {
+      std::unique_lock<std::mutex> gpu;
+      if (options_.load.device == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
       worker.session.reset();
       worker.loaded.reset();
       malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
@@ -143,6 +145,8 @@ WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& 
       }
     }
 
+    std::unique_lock<std::mutex> gpu;  // the GPU to itself (a chat model may share it)
+    if (options_.load.device == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
     std::shared_ptr<const Loaded> loaded = acquire_model();
     if (!worker.session || worker.loaded != loaded) {
       worker.session.reset();

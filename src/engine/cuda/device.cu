@@ -291,6 +291,11 @@ void Event::wait() const {
   check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "cudaEventSynchronize");
 }
 
+std::mutex& exclusive() {
+  static std::mutex* m = new std::mutex;  // never destroyed, as the stream
+  return *m;
+}
+
 std::string_view device_label() {
   if (!cuda_available()) return "none";
   return info().label;

@@ -44,6 +44,10 @@ Event::~Event() = default;
 void Event::record() { no_cuda("cuda_event"); }
 void Event::wait() const { no_cuda("cuda_event"); }
 std::string_view device_label() { return "none"; }
+std::mutex& exclusive() {
+  static std::mutex m;
+  return m;
+}
 class Graph {};
 void begin_capture(bool) { no_cuda("cuda_graph"); }
 std::shared_ptr<Graph> end_capture() { no_cuda("cuda_graph"); }
