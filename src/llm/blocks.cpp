@@ -278,10 +278,19 @@ void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w
   Tensor ye = pool.alloc({t * top_k, h}, dt);
   Tensor contrib = pool.alloc({t * top_k, h}, dt);
   const int32_t* ord = order.data<int32_t>();
-  if (!on_host) {  // CUDA: one gather of every expert's rows (expert-major)
-    Tensor src = host.alloc({t * top_k}, DType::i32);
-    for (int64_t a = 0; a < t * top_k; ++a) src.data<int32_t>()[a] = ord[a] / int32_t(top_k);
-    embedding(x, src, xe);
+  const int64_t tk = t * top_k;
+  Tensor order_dev;
+  if (!on_host) {
+    // CUDA: every expert's rows gathered at once (expert-major). The token of each slot and
+    // the slot order go up in one copy from the pools (host ids would be copied by the ops
+    // into fresh device memory at every MoE layer).
+    Tensor staged = host.alloc({2 * tk}, DType::i32), ids = pool.alloc({2 * tk}, DType::i32);
+    int32_t* st = staged.data<int32_t>();
+    for (int64_t a = 0; a < tk; ++a) st[a] = ord[a] / int32_t(top_k);
+    std::copy(ord, ord + tk, st + tk);
+    ids.copy_from(staged);
+    order_dev = ids.slice0(tk, 2 * tk);
+    embedding(x, ids.slice0(0, tk), xe);
   }
   for (int64_t e = 0; e < n_exp; ++e) {
     const int64_t b = cnt[e], n = cnt[e + 1] - cnt[e];
@@ -303,7 +312,7 @@ void moe_block(const LlmConfig& c, const FamilySpec& spec, const LayerWeights& w
   if (!on_host) {
     // contrib[(tok, j)] = ye[expert-major slot]; out[tok] = sum_j w[tok, j] contrib[(tok, j)]
     // as a batched [1, k] x [k, H] product per token (f32 accumulation in j order).
-    scatter_rows(ye, order, contrib);
+    scatter_rows(ye, order_dev, contrib);
     Tensor w_host = host.alloc({t, 1, top_k}, dt);
     convert(weight.reshape({t, 1, top_k}), w_host);
     Tensor w_dev = pool.alloc({t, 1, top_k}, dt);
