@@ -245,12 +245,7 @@ TEST_F(CudaLlm, FusedOpsMatchCpu) {
   }
 }
 
-std::vector<int32_t> tokens(int64_t n, int32_t seed, int64_t vocab) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  uint32_t s = uint32_t(seed) * 2654435761u + 1;
-  for (auto& x : t) x = int32_t(3 + (s = s * 1664525u + 1013904223u) % uint32_t(vocab - 3));
-  return t;
-}
+using test::tokens;
 
 // Every position's logits of a 300-token prompt (in two chunks) and 20 teacher-forced decode
 // steps, on `m` with its own cache; blocks in reverse order.

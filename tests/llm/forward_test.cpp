@@ -15,12 +15,7 @@
 namespace parley {
 namespace {
 
-std::vector<int32_t> tokens(int64_t n, int32_t seed, int64_t vocab) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  uint32_t s = uint32_t(seed) * 2654435761u + 1;
-  for (auto& x : t) x = int32_t(3 + (s = s * 1664525u + 1013904223u) % uint32_t(vocab - 3));
-  return t;
-}
+using test::tokens;
 
 float max_diff(const float* a, const float* b, int64_t n) {
   float m = 0;

@@ -1,11 +1,13 @@
-// Helpers shared by the chat-model tests: a per-test temporary folder and synthetic tiny
-// models written into it.
+// Helpers shared by the chat-model tests: a per-test temporary folder, synthetic tiny
+// models written into it, and seeded token ids.
 #pragma once
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "llm/synth.h"
 
@@ -27,6 +29,14 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// n seeded pseudo-random token ids in [3, vocab) (ids 1 and 2 are the tiny shapes' BOS/EOS).
+inline std::vector<int32_t> tokens(int64_t n, int32_t seed, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  uint32_t s = uint32_t(seed) * 2654435761u + 1;
+  for (auto& x : t) x = int32_t(3 + (s = s * 1664525u + 1013904223u) % uint32_t(vocab - 3));
+  return t;
+}
 
 inline std::string write_tiny(const TempDir& dir, const std::string& shape, uint64_t seed = 0) {
   LlmSynthOptions o;
