@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "whisper/batch_session.h"
+#include "whisper/batch_steps.h"
 #include "whisper/decoding.h"
 #include "whisper/logit_filters.h"
 #include "whisper/model.h"
@@ -29,87 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// At most this many initial tokens per batched prefill pass (its activations; only two
-// logits rows per window come back).
-constexpr int64_t kPrefillTokens = 8192;
-
-// Whether windows of different lengths share a prefill pass (PARLEY_RAGGED_PREFILL=0: only
-// windows of one length do, as before; to compare the two).
-bool ragged_prefill_enabled() {
-  static const bool on = env_switch_on("PARLEY_RAGGED_PREFILL");
-  return on;
-}
-
-// Each search's initial tokens into its slot (search i in slot i) in as few decoder passes
-// as padding allows: windows sorted by length share a pass (prefill_ragged, the shorter ones
-// padded) while it stays within kPrefillTokens rows and its pads are at most a quarter of
-// its real tokens. Only the two logits rows each window reads come back
-// (WindowSearch::first): at its <|startoftranscript|> and its last initial token. A pass's
-// windows take those rows on the CPU threads (each is a few passes over the vocabulary:
-// the no-speech probability, the timestamp rule, the first token's log-probability), unless
-// `serial` (a no-speech callback, which runs on the calling thread).
-void prefill(WhisperBatchSession& batch, std::vector<WindowSearch>& searches, bool serial) {
-  const auto length = [&](int32_t i) {
-    return int64_t(searches[size_t(i)].initial_tokens().size());
-  };
-  std::vector<int32_t> order(searches.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return length(a) < length(b); });
-  const bool ragged = ragged_prefill_enabled();
-  std::vector<int32_t> group, tokens, lengths;
-  std::vector<int64_t> rows;
-  for (size_t g0 = 0, g1 = 0; g0 < order.size(); g0 = g1) {
-    int64_t real = length(order[g0]);
-    for (g1 = g0 + 1; g1 < order.size(); ++g1) {
-      const int64_t len = length(order[g1]), count = int64_t(g1 - g0) + 1;  // len: the longest
-      if (!ragged && len != length(order[g0])) break;
-      if (count * len > kPrefillTokens || 4 * count * len > 5 * (real + len)) break;
-      real += len;
-    }
-    group.assign(order.begin() + int64_t(g0), order.begin() + int64_t(g1));
-    tokens.clear();
-    lengths.clear();
-    rows.clear();
-    for (int32_t slot : group) {
-      const WindowSearch& search = searches[size_t(slot)];
-      tokens.insert(tokens.end(), search.initial_tokens().begin(), search.initial_tokens().end());
-      lengths.push_back(int32_t(length(slot)));
-      rows.push_back(search.sot_index());
-      rows.push_back(length(slot) - 1);
-    }
-    const Tensor logits = group.size() == 1 ? batch.prefill(group[0], tokens, rows)
-                                            : batch.prefill_ragged(group, tokens, lengths, rows);
-    const int64_t v = logits.dim(1);
-    const auto first = [&](int64_t k0, int64_t k1) {
-      for (int64_t k = k0; k < k1; ++k) {
-        const float* at_sot = logits.data<float>() + 2 * k * v;
-        searches[size_t(group[size_t(k)])].first({at_sot, size_t(v)}, {at_sot + v, size_t(v)});
-      }
-    };
-    if (serial)
-      first(0, int64_t(group.size()));
-    else
-      cpu_threads().parallel_for(int64_t(group.size()), 1, first);
-  }
-}
-
-// The rule rows of the listed searches' next step (kRuleWidth each, logit_filters.h), when
-// every one of them can have its choice made on the device with one shared set of
-// suppressed ids; false otherwise (the step then filters on the host).
-bool device_rules(const std::vector<WindowSearch>& searches, std::span<const int32_t> slots,
-                  std::vector<int32_t>& rules) {
-  rules.clear();
-  StepRule rule;
-  const std::vector<int32_t>& always = searches[size_t(slots[0])].always_masked();
-  for (int32_t slot : slots) {
-    const WindowSearch& search = searches[size_t(slot)];
-    if (search.always_masked() != always || !search.next_rule(rule)) return false;
-    rules.insert(rules.end(), rule.v.begin(), rule.v.end());
-  }
-  return true;
 }
 
 }  // namespace
@@ -161,9 +81,10 @@ std::vector<TranscribeResult> transcribe_batch(
 
   const int64_t frames = kChunkFrames;
   std::vector<size_t> members;
-  std::vector<int32_t> slots, step_slots, step_tokens, rules, chosen_ids;
-  std::vector<float> chosen_logprobs;
+  std::vector<int32_t> slots, step_slots;
   std::vector<WindowSearch> searches;
+  std::vector<WindowSearch*> search_ptrs;
+  StepScratch scratch;
   const bool on_device = batch.model().device() != Device::cpu && device_choice_enabled();
   while (!ready.empty()) {
     // One round: the current window of up to n_slots files, slot i for member i.
@@ -201,38 +122,22 @@ std::vector<TranscribeResult> transcribe_batch(
                             attempt_options(loop.decode_options(), options, 0, loop.window().seek),
                             c.n_text_ctx);
     }
-    prefill(batch, searches, bool(options.on_no_speech_prob));
+    search_ptrs.clear();
+    for (WindowSearch& s : searches) search_ptrs.push_back(&s);
+    prefill_windows(batch, slots, search_ptrs, bool(options.on_no_speech_prob));
     st.tokens += n;
     while (true) {
       check(!options.cancelled || !options.cancelled(), ErrorKind::cancelled,
             "[whisper] decoding cancelled");
       step_slots.clear();
-      step_tokens.clear();
+      search_ptrs.clear();
       for (int64_t i = 0; i < n; ++i) {
         if (searches[size_t(i)].done()) continue;
         step_slots.push_back(int32_t(i));
-        step_tokens.push_back(searches[size_t(i)].last_token());
+        search_ptrs.push_back(&searches[size_t(i)]);
       }
       if (step_slots.empty()) break;
-      if (on_device && device_rules(searches, step_slots, rules)) {
-        // Filters, log-softmax and argmax on the device: n token ids come back, not n rows
-        // of logits.
-        batch.step_choose(step_slots, step_tokens, searches[size_t(step_slots[0])].always_masked(),
-                          rules, 1, chosen_ids, chosen_logprobs);
-        for (size_t r = 0; r < step_slots.size(); ++r)
-          searches[size_t(step_slots[r])].next_chosen(chosen_ids[r], chosen_logprobs[r]);
-      } else {
-        const Tensor logits = batch.step(step_slots, step_tokens);
-        const int64_t n_vocab = logits.dim(1);
-        // Each row's logit filters and choice on the CPU threads (rows are independent; at
-        // batch 64 these are 64 passes over the vocabulary per step).
-        cpu_threads().parallel_for(int64_t(step_slots.size()), 1, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            searches[size_t(step_slots[size_t(r)])].next(
-                {logits.data<float>() + r * n_vocab, size_t(n_vocab)});
-          }
-        });
-      }
+      step_windows(batch, step_slots, search_ptrs, on_device, scratch);
       st.steps += 1;
       st.tokens += int64_t(step_slots.size());
     }
