@@ -4,7 +4,7 @@
 
 namespace parley::cli {
 
-std::string default_model_dir() {
+std::string parley_home() {
   std::string home;
   if (const char* p = std::getenv("PARLEY_HOME"); p && *p) {
     home = p;
@@ -14,7 +14,9 @@ std::string default_model_dir() {
     const char* h = std::getenv("HOME");
     home = std::string(h ? h : ".") + "/.local/share/parley";
   }
-  return home + "/models/whisper-tiny.en";
+  return home;
 }
+
+std::string default_model_dir() { return parley_home() + "/models/whisper-tiny.en"; }
 
 }  // namespace parley::cli

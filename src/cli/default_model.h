@@ -7,6 +7,8 @@
 
 namespace parley::cli {
 
+// $PARLEY_HOME, else $XDG_DATA_HOME/parley, else ~/.local/share/parley.
+std::string parley_home();
 std::string default_model_dir();
 
 }  // namespace parley::cli

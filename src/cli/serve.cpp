@@ -15,6 +15,7 @@
 #include "engine/threadpool.h"
 #include "llm/gguf_loader.h"
 #include "server/http_server.h"
+#include "serving/audio_sessions.h"
 #include "serving/chat_service.h"
 #include "serving/whisper_service.h"
 
@@ -35,6 +36,8 @@ struct ServeCliOptions {
   std::string vad_model;  // empty: default_vad_model_path()
   server::ServerOptions http;
   DeviceFlags device;
+  AudioSessionsOptions sessions;  // dir empty: $PARLEY_HOME/sessions
+  double max_session_mb = 512;
 };
 
 void run_serve(ServeCliOptions opt) {
@@ -74,7 +77,11 @@ void run_serve(ServeCliOptions opt) {
               << " (scripts/setup.sh installs it): the silence gate is off" << std::endl;
   }
   WhisperService service(s);
-  server::serve_http(opt.http, service, chat.get());
+  if (opt.sessions.dir.empty()) opt.sessions.dir = parley_home() + "/sessions";
+  check_arg(opt.max_session_mb > 0, "[serve] --max-session-mb must be positive");
+  opt.sessions.max_session_bytes = uint64_t(opt.max_session_mb * 1024 * 1024);
+  AudioSessions sessions(opt.sessions, service);
+  server::serve_http(opt.http, service, chat.get(), &sessions);
 }
 
 }  // namespace
@@ -106,6 +113,18 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")
+  cmd->add_option("--sessions-dir", opt->sessions.dir,
+                  "Spool of /v1/audio/sessions (audio and state; reloaded at start-up) "
+                  "(default: $PARLEY_HOME/sessions)");
+  cmd->add_option("--session-idle-timeout", opt->sessions.idle_timeout_s,
+                  "Seconds without requests after which a session and its audio are deleted")
+      ->capture_default_str();
+  cmd->add_option("--max-sessions", opt->sessions.max_sessions,
+                  "Open sessions at once (429 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-session-mb", opt->max_session_mb,
+                  "Audio one session may hold, MiB (413 beyond)")
+      ->capture_default_str();
       ->check(CLI::IsMember({"resident", "per-request"}))
       ->capture_default_str();
   cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")

@@ -20,6 +20,7 @@
 #include "server/audio_request.h"
 #include "server/chat_request.h"
 #include "server/metrics.h"
+#include "server/session_routes.h"
 #include "whisper/formats.h"
 
 namespace parley::server {
@@ -37,7 +38,8 @@ struct ServerState {
       : opt(o), service(s), chat(c) {}
   const ServerOptions& opt;
   WhisperService& service;
-  ChatService* chat;  // null: no chat model
+  ChatService* chat;                        // null: no chat model
+  AudioSessions* audio_sessions = nullptr;  // null: no /v1/audio/sessions
   Metrics metrics;
   std::atomic<bool> draining{false};
   std::mutex sessions_mu;
@@ -197,11 +199,13 @@ class Session : public std::enable_shared_from_this<Session> {
       route_ = path;
     } else if (path.rfind("/v1/models/", 0) == 0) {
       route_ = "/v1/models/{id}";
+    } else if (is_session_route(path)) {
+      route_ = "/v1/audio/sessions";
     }
 
     if (req.method() == http::verb::options) {  // CORS preflight
       auto res = response(http::status::no_content, "", "");
-      res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+      res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
       const auto asked = req[http::field::access_control_request_headers];
       res.set(http::field::access_control_allow_headers,
               asked.empty() ? beast::string_view("Authorization, Content-Type") : asked);
@@ -251,6 +255,8 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (path == "/v1/chat/completions" || path == "/v1/completions") {
       if (req.method() != http::verb::post) return method_not_allowed("POST");
       handle_chat(req, path == "/v1/chat/completions");
+    } else if (st_.audio_sessions && is_session_route(path)) {
+      handle_session(req);
     } else {
       send_error(
           ApiError{404, "Invalid URL (" + std::string(req.method_string()) + " " + path + ")",
@@ -500,6 +506,30 @@ class Session : public std::enable_shared_from_this<Session> {
     watch_disconnect(gen);
   }
 
+  // /v1/audio/sessions (session_routes.cpp); a close answers later, from a worker.
+  void handle_session(http::request<http::string_body>& req) {
+    if (st_.draining) {
+      return send_error(ApiError{503, "[serve] the server is shutting down", "server_error",
+                                 std::nullopt, "shutting_down"},
+                        "shutting_down");
+    }
+    SessionHttpRequest r{std::string(req.method_string()), std::string(req.target()),
+                         std::string(req[http::field::content_type]), std::move(req.body())};
+    const uint64_t gen = ++generation_;
+    auto self = shared_from_this();
+    handle_session_route(
+        *st_.audio_sessions, st_.service.model_id(), std::move(r),
+        [self, gen](SessionHttpAnswer a) {
+          net::post(self->stream_.get_executor(), [self, gen, a = std::move(a)]() mutable {
+            if (self->generation_ != gen || self->closed_) return;
+            if (!a.error_kind.empty()) self->st_.metrics.count_error(a.error_kind);
+            auto res = self->response(http::status(a.status), std::move(a.body), a.content_type);
+            if (!a.allow.empty()) res.set(http::field::allow, a.allow);
+            self->send(std::move(res));
+          });
+        });
+  }
+
   // While a job runs, a readable socket means the client closed (or pipelined another
   // request): peek to tell which; a closed client cancels its job.
   void watch_disconnect(uint64_t gen) {
@@ -704,8 +734,10 @@ void accept_loop(tcp::acceptor& acceptor, net::io_context& ioc, ServerState& st)
 
 }  // namespace
 
-void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat) {
+void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat,
+                AudioSessions* sessions) {
   ServerState st(options, service, chat);
+  st.audio_sessions = sessions;
   net::io_context ioc(std::max(1, options.io_threads));
   tcp::acceptor acceptor(ioc);
   beast::error_code ec;
@@ -734,6 +766,7 @@ void serve_http(const ServerOptions& options, WhisperService& service, ChatServi
     beast::error_code ignored;
     acceptor.close(ignored);
     drainer = std::thread([&] {
+      if (sessions) sessions->stop();  // closes waiting for a job answer 503; spools are kept
       service.stop();  // every queued and running job completes and posts its answer
       if (chat) chat->stop();
       net::post(ioc, [&] {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "serving/audio_sessions.h"
 #include "serving/chat_service.h"
 #include "serving/whisper_service.h"
 
@@ -26,6 +27,8 @@ struct ServerOptions {
 // (streams included), closes idle connections and returns. Prints
 // "parley serve: listening on http://HOST:PORT" once the socket is bound.
 // chat: the chat model's service, or null (the chat routes answer 404 model_not_found).
-void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat = nullptr);
+// sessions: /v1/audio/sessions (session_routes.h), or null (those routes answer 404).
+void serve_http(const ServerOptions& options, WhisperService& service, ChatService* chat = nullptr,
+                AudioSessions* sessions = nullptr);
 
 }  // namespace parley::server

@@ -188,7 +188,11 @@ SeekLoop::SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const T
   out_.language = std::move(language);
   decode_ = window_decoding_options(o, tokenizer, out_.language);
 
-  if (o.initial_prompt) all_tokens_ = tokenizer.encode(" " + py_strip(*o.initial_prompt));
+  if (!o.prompt_tokens.empty()) {
+    all_tokens_ = o.prompt_tokens;
+  } else if (o.initial_prompt) {
+    all_tokens_ = tokenizer.encode(" " + py_strip(*o.initial_prompt));
+  }
   n_initial_prompt_ = all_tokens_.size();
   remaining_prompt_length_ = int64_t(n_text_ctx / 2 - 1) - int64_t(n_initial_prompt_);
   sot_sequence_ = tokenizer.sot_sequence(out_.language, o.task);

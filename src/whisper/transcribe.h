@@ -58,6 +58,10 @@ struct TranscribeOptions {
   bool condition_on_previous_text = true;
   // Text put before the first window's prompt (encoded as " " + strip(text)).
   std::optional<std::string> initial_prompt;
+  // Token ids in place of initial_prompt's encoding: a transcript resumed at a later seek
+  // (streaming sessions) passes the earlier windows' tokens, timestamps included, which is
+  // the prompt the seek loop would have built itself. Empty: initial_prompt.
+  std::vector<int32_t> prompt_tokens;
   // Put initial_prompt before every window's prompt, the previous text filling the rest of
   // the 223-token budget (the reference's carry_initial_prompt).
   bool carry_initial_prompt = false;

@@ -1,0 +1,161 @@
+// AudioSessions: streaming transcription sessions (/v1/audio/sessions, docs/SERVER.md).
+// A client creates a session, appends audio chunks while it records, reads the partial
+// transcript at any time and closes the session for the transcript of the whole audio.
+//
+// Spooling: each session is a folder under the sessions directory with `audio.bin` (the
+// bytes as uploaded, appended and fdatasync'ed before an append is acknowledged) and
+// `meta.json` (options, committed segments, state; replaced atomically by temp file +
+// rename). A restarted server reloads the folders, so a session survives a restart and can
+// be closed afterwards; a folder whose meta.json is missing or corrupt is skipped, counted
+// and logged.
+//
+// Transcription during capture goes through WhisperService::submit like any request: a
+// background thread decodes the spooled audio (FFmpeg, or raw PCM wrapped as a WAV) and,
+// once 30 s windows past the committed seek are complete, submits the audio from that seek
+// to the end of what has arrived. The job runs the ordinary seek loop; its windows that
+// had their whole 30 s of audio (committable_seek) are committed: their segments join the
+// partial transcript, the seek moves past them, and the next job starts there with the
+// committed tokens as its prompt (TranscribeOptions::prompt_tokens), as the offline seek
+// loop's next window would. Closing
+// transcribes what is left the same way, so the final transcript is the offline one's
+// windows, cut at the same places (see docs/SERVER.md for what can still differ).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serving/whisper_service.h"
+#include "whisper/segments.h"
+#include "whisper/transcribe.h"
+
+namespace parley {
+
+// How the appended bytes are to be read.
+enum class SessionInput {
+  container,  // one file in any container FFmpeg reads, arriving in pieces
+  pcm16,      // raw little-endian signed 16-bit mono samples at sample_rate
+  f32,        // raw little-endian float32 mono samples at sample_rate
+};
+
+// What the client chose when creating the session.
+struct SessionConfig {
+  std::string model;  // the model name the client gave (echoed back)
+  std::optional<std::string> language;
+  std::optional<std::string> prompt;     // conditions the first window (initial_prompt)
+  float temperature = 0;                 // 0: the fallback ladder, as /v1/audio/transcriptions
+  std::string response_format = "json";  // the close's default
+  SessionInput input = SessionInput::container;
+  int sample_rate = 16000;  // raw PCM's rate, Hz
+  std::string filename;     // container: a name whose extension hints the format
+};
+
+struct AudioSessionsOptions {
+  std::string dir;                            // the spool; created when missing
+  double idle_timeout_s = 600;                // a session without requests this long is deleted
+  int max_sessions = 64;                      // open sessions at once (create beyond: 429)
+  uint64_t max_session_bytes = 512ull << 20;  // audio bytes per session (append beyond: 413)
+  // Audio past the committed seek, seconds, before a job transcribes during capture: one
+  // window of 30 s must be complete and the start of the next one seen (committable_seek).
+  double capture_step_s = 40;
+};
+
+struct SessionStatus {
+  std::string id;
+  std::string state;  // "open", "closing" (final transcription running), "completed"
+  SessionConfig config;
+  int64_t created_at = 0;          // unix seconds
+  uint64_t bytes_received = 0;     // spooled audio bytes
+  double seconds_received = 0;     // decoded audio, seconds (as of the last decode)
+  double seconds_transcribed = 0;  // audio before the committed seek, seconds
+  std::string text;                // the committed (partial) transcript; all of it when completed
+  std::string language;            // detected or given; empty until known
+  double idle_expires_in_s = 0;
+};
+
+// The final transcript of a closed session and its audio's length.
+struct SessionResult {
+  TranscribeResult result;
+  double duration = 0;
+  SessionConfig config;
+};
+
+using SessionDone = std::function<void(std::shared_ptr<const SessionResult>, std::exception_ptr)>;
+
+class AudioSessions {
+ public:
+  // Loads the sessions found in options.dir and starts the background thread.
+  AudioSessions(AudioSessionsOptions options, WhisperService& service);
+  ~AudioSessions();  // stop(), then waits for the jobs it submitted
+  AudioSessions(const AudioSessions&) = delete;
+  AudioSessions& operator=(const AudioSessions&) = delete;
+
+  // Errors (parley::Error): invalid_argument for bad input; not_found for an unknown id;
+  // resource_exhausted for --max-sessions (create) and --max-session-mb (append).
+  SessionStatus create(const SessionConfig& config);
+  SessionStatus append(const std::string& id, std::span<const uint8_t> bytes);
+  SessionStatus status(const std::string& id);
+  // Transcribes the rest and calls `done` once with the whole transcript (on a worker or
+  // the background thread; at once when the session is already completed). A close that
+  // fails (undecodable audio, no audio) leaves the session open.
+  void close(const std::string& id, SessionDone done);
+  void remove(const std::string& id);  // aborts: cancels its job, deletes its spool
+
+  // Deletes sessions idle for longer than the timeout at `now`; returns how many.
+  int expire_idle(std::chrono::steady_clock::time_point now);
+  // Stops the background work; closes still waiting for a job fail with Error(cancelled).
+  // Jobs already submitted finish (the service drains them) and commit their windows.
+  void stop();
+
+  int reloaded() const { return reloaded_; }  // sessions loaded from the directory at start
+  int skipped() const { return skipped_; }    // folders skipped as corrupt
+  int open_count() const;
+
+ private:
+  struct Entry;
+  void load_dir();
+  void run_background();
+  void schedule(const std::shared_ptr<Entry>& e);
+  void submit_job(const std::shared_ptr<Entry>& e, std::vector<float> samples, bool final);
+  void on_job_done(const std::shared_ptr<Entry>& e, int64_t start_sample, int64_t n_samples,
+                   bool final, const TranscribeResult* r, std::exception_ptr ep);
+  void persist(const Entry& e) const;                  // writes meta.json atomically; mu_ held
+  std::shared_ptr<Entry> find(const std::string& id);  // throws not_found; mu_ held
+  SessionStatus status_of(const Entry& e) const;       // mu_ held
+  void drop(const std::shared_ptr<Entry>& e);          // deletes the spool; mu_ held
+
+  AudioSessionsOptions options_;
+  WhisperService& service_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<Entry>> sessions_;
+  int jobs_in_flight_ = 0;
+  bool stopping_ = false;
+  int reloaded_ = 0;
+  int skipped_ = 0;
+  std::thread background_;
+};
+
+// The mel frame (10 ms) up to which a job's windows can be committed: the start of a window
+// whose predecessors all had their whole 30 s (3000 frames) of audio, so they were decoded
+// exactly as the offline seek loop decodes them. `segments`: the job's segments, seek
+// relative to the job's first sample; content_frames: the job's audio, frames. A window
+// without segments was skipped as silent (the seek loop keeps a segment, even an empty one,
+// for every other window) and moved the seek by its whole size. 0: nothing to commit.
+int64_t committable_seek(std::span<const Segment> segments, int64_t content_frames);
+
+// Raw mono PCM (pcm16 or f32 bytes at `sample_rate`) wrapped in a RIFF WAV header, so FFmpeg
+// resamples it as it would a file; a trailing partial sample is left out.
+std::vector<uint8_t> wav_file(std::span<const uint8_t> pcm, SessionInput format, int sample_rate);
+
+}  // namespace parley
