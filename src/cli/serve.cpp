@@ -113,6 +113,10 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")
+      ->check(CLI::IsMember({"resident", "per-request"}))
+      ->capture_default_str();
+  cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
+      ->capture_default_str();
   cmd->add_option("--sessions-dir", opt->sessions.dir,
                   "Spool of /v1/audio/sessions (audio and state; reloaded at start-up) "
                   "(default: $PARLEY_HOME/sessions)");
@@ -124,10 +128,6 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-session-mb", opt->max_session_mb,
                   "Audio one session may hold, MiB (413 beyond)")
-      ->capture_default_str();
-      ->check(CLI::IsMember({"resident", "per-request"}))
-      ->capture_default_str();
-  cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
   add_device_flags(cmd, opt->device);
