@@ -59,11 +59,11 @@ std::string Metrics::render(const ServiceStats& s) const {
   const auto runs = whisper_run_counters();
   scalar(o, "parley_audio_seconds_total", "counter", "Seconds of audio transcribed.",
          s.audio_seconds);
-  scalar(o, "parley_compute_seconds_total", "counter", "Wall seconds workers spent transcribing.",
-         s.compute_seconds);
+  scalar(o, "parley_compute_seconds_total", "counter",
+         "Wall seconds the engine spent transcribing.", s.compute_seconds);
   scalar(o, "parley_real_time_factor", "gauge",
          "Compute seconds per audio second, over all requests so far (lower is faster).", rtf);
-  scalar(o, "parley_queue_depth", "gauge", "Requests waiting for a worker.", s.queued);
+  scalar(o, "parley_queue_depth", "gauge", "Requests waiting for a slot in the batch.", s.queued);
   scalar(o, "parley_requests_running", "gauge", "Requests being transcribed.", s.running);
   scalar(o, "parley_model_loaded", "gauge", "Whether the Whisper model is in memory.",
          s.model_loaded ? 1 : 0);
@@ -73,6 +73,14 @@ std::string Metrics::render(const ServiceStats& s) const {
          runs.encoder_runs);
   scalar(o, "parley_whisper_decoder_runs_total", "counter", "Whisper decoder passes.",
          runs.decoder_runs);
+  scalar(o, "parley_whisper_windows_total", "counter",
+         "30 s windows decoded in the engine's batch.", s.windows);
+  scalar(o, "parley_whisper_batch_encodes_total", "counter",
+         "Encoder calls of the engine's batch (windows of several requests share one).",
+         s.encoder_batches);
+  scalar(o, "parley_whisper_batch_steps_total", "counter",
+         "Decoder steps of the engine's batch (one token for every window in it).",
+         s.decoder_steps);
   scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
          resident_memory_bytes());
   return o.str();

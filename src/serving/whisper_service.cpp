@@ -4,11 +4,17 @@
 
 #include <filesystem>
 
+#include <map>
+
 #include "audio/decode.h"
+#include "audio/mel.h"
+#include "audio/mel_device.h"
 #include "engine/error.h"
 #include "serving/delta_stream.h"
 #include "vad/segments.h"
 #include "vad/silero.h"
+#include "whisper/batch_session.h"
+#include "whisper/batch_transcriber.h"
 #include "whisper/model.h"
 #include "whisper/tokenizer.h"
 
@@ -19,10 +25,34 @@ struct WhisperService::Loaded {
   WhisperTokenizer tokenizer;  // parsed once per load, not per request
 };
 
+// The engine thread's state. The model and its sessions exist while a job needs them (always,
+// when resident); `running` maps the transcriber's file ids to their jobs.
+struct WhisperService::Engine {
+  struct Running {
+    std::shared_ptr<TranscriptionJob> job;
+    std::unique_ptr<DeltaStream> deltas;  // with job->on_delta
+    double audio_seconds = 0;
+  };
+  std::shared_ptr<const Loaded> loaded;
+  std::unique_ptr<WhisperBatchSession> batch;
+  std::unique_ptr<WhisperSession> solo;
+  std::unique_ptr<BatchTranscriber> transcriber;
+  std::map<uint64_t, Running> running;
+  BatchTranscribeStats counted;  // the transcriber's figures already added to the totals
+};
+
+namespace {
+
+// The GPU to the engine alone for a while (a chat model may share it); nothing on the CPU.
+std::unique_lock<std::mutex> hold_device(Device device) {
+  if (device == Device::cuda) return std::unique_lock(cuda::exclusive());
+  return {};
+}
+
+}  // namespace
+
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
-  check_arg(options_.workers >= 1, "[serve] --workers must be at least 1");
-  check_arg(options_.load.device != Device::cuda || options_.workers == 1,
-            "[serve] a CUDA model runs one worker (one stream, graphed decoder steps)");
+  check_arg(options_.batch >= 1, "[serve] --whisper-batch must be at least 1");
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
   if (!options_.vad_model.empty()) vad_ = vad::SileroModel::load(options_.vad_model);
   if (options_.residency == Residency::resident) {
@@ -30,7 +60,7 @@ WhisperService::WhisperService(ServiceOptions options) : options_(std::move(opti
         WhisperModel::load(options_.model_dir, options_.load);  // fails at start-up, not later
     resident_ = std::make_shared<const Loaded>(Loaded{model, load_tokenizer(*model)});
   }
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  engine_ = std::thread([this] { engine_loop(); });
 }
 
 WhisperService::~WhisperService() { stop(); }
@@ -45,9 +75,9 @@ bool WhisperService::submit(std::shared_ptr<TranscriptionJob> job) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
-    // Jobs a free worker takes at once do not count against the queue.
-    const int free_workers = options_.workers - running_;
-    if (int(queue_.size()) >= options_.queue_capacity + std::max(0, free_workers)) return false;
+    // Jobs the engine takes into the batch at once do not count against the queue.
+    const int free_slots = options_.batch - running_;
+    if (int(queue_.size()) >= options_.queue_capacity + std::max(0, free_slots)) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();
@@ -60,10 +90,7 @@ void WhisperService::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
-  workers_.clear();
+  if (engine_.joinable()) engine_.join();
 }
 
 ServiceStats WhisperService::stats() const {
@@ -75,6 +102,9 @@ ServiceStats WhisperService::stats() const {
     s.queued = int(queue_.size());
     s.running = running_;
     s.vad_skipped = vad_skipped_;
+    s.windows = windows_;
+    s.encoder_batches = encoder_batches_;
+    s.decoder_steps = decoder_steps_;
   }
   std::lock_guard lock(model_mu_);
   s.model_loaded = resident_ != nullptr || !shared_.expired();
@@ -91,92 +121,153 @@ std::shared_ptr<const WhisperService::Loaded> WhisperService::acquire_model() {
   return m;
 }
 
-void WhisperService::worker_loop() {
-  WorkerState worker;
+void WhisperService::engine_loop() {
+  Engine engine;
   while (true) {
-    std::shared_ptr<TranscriptionJob> job;
+    std::vector<std::shared_ptr<TranscriptionJob>> taken;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued is done
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !engine.running.empty(); });
+      if (queue_.empty() && engine.running.empty()) return;  // stopping, and all is done
+      while (!queue_.empty() && running_ < options_.batch) {
+        taken.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        ++running_;
+      }
     }
-    Outcome out = run(*job, worker);
-    // Release before answering, so a client that has its answer sees the memory freed and
-    // the worker free (the next request is not refused by a stale running count).
-    if (options_.residency == Residency::per_request) {
-      std::unique_lock<std::mutex> gpu;
-      if (options_.load.device == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
-      worker.session.reset();
-      worker.loaded.reset();
-      malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
-    }
-    {
-      std::lock_guard lock(mu_);
-      --running_;
-    }
-    job->on_done(out.result ? &*out.result : nullptr, out.audio_seconds, out.error);
+    for (auto& job : taken) start(std::move(job), engine);
+    if (!engine.running.empty()) iterate(engine);
   }
 }
 
-WhisperService::Outcome WhisperService::run(TranscriptionJob& job, WorkerState& worker) {
+void WhisperService::start(std::shared_ptr<TranscriptionJob> job, Engine& engine) {
   const auto t0 = std::chrono::steady_clock::now();
-  Outcome out;
-  double& audio_seconds = out.audio_seconds;
+  double audio_seconds = 0;
   try {
-    check(!job.cancelled.load(), ErrorKind::cancelled, "[serve] request cancelled while queued");
-    const std::vector<float> samples = decode_audio(job.audio, job.filename);
-    job.audio = {};  // the upload is no longer needed
+    check(!job->cancelled.load(), ErrorKind::cancelled, "[serve] request cancelled while queued");
+    const std::vector<float> samples = decode_audio(job->audio, job->filename);
+    job->audio = {};  // the upload is no longer needed
     audio_seconds = double(samples.size()) / 16000.0;
-    check_arg(!samples.empty(), "[audio] " + job.filename + ": no audio samples");
+    check_arg(!samples.empty(), "[audio] " + job->filename + ": no audio samples");
 
     // The silence gate: no speech, no Whisper (not even loaded, with per-request residency).
-    if (job.vad.value_or(options_.vad_default && vad_ != nullptr)) {
+    if (job->vad.value_or(options_.vad_default && vad_ != nullptr)) {
       check_arg(vad_ != nullptr,
                 "[serve] 'vad' needs a Silero VAD model: this server runs without one "
                 "(--vad-model)");
       if (!vad::has_speech(*vad_, samples, 16000)) {
-        out.result.emplace();
-        out.result->language = job.options.language.value_or("");
+        TranscribeResult empty;
+        empty.language = job->options.language.value_or("");
         count_finished(audio_seconds, 0, true);
-        return out;
+        answer(*job, &empty, audio_seconds, nullptr);
+        return;
       }
     }
 
-    std::unique_lock<std::mutex> gpu;  // the GPU to itself (a chat model may share it)
-    if (options_.load.device == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
-    std::shared_ptr<const Loaded> loaded = acquire_model();
-    if (!worker.session || worker.loaded != loaded) {
-      worker.session.reset();
-      worker.session = std::make_unique<WhisperSession>(loaded->model);
-      worker.loaded = loaded;
+    auto gpu = hold_device(options_.load.device);
+    if (!engine.transcriber) {
+      engine.loaded = acquire_model();
+      engine.batch = std::make_unique<WhisperBatchSession>(engine.loaded->model, options_.batch);
+      engine.solo = std::make_unique<WhisperSession>(engine.loaded->model);
+      engine.transcriber =
+          std::make_unique<BatchTranscriber>(*engine.batch, *engine.solo, engine.loaded->tokenizer);
+      engine.counted = {};
     }
-    WhisperSession& session = *worker.session;
-    const WhisperTokenizer& tokenizer = loaded->tokenizer;
-
-    TranscribeOptions o = job.options;
-    o.cancelled = [&job] { return job.cancelled.load(); };
-    std::optional<DeltaStream> deltas;
-    if (job.on_delta) {
-      deltas.emplace(tokenizer, job.on_delta, o.no_speech_threshold, o.logprob_threshold);
+    const WhisperModel& model = *engine.loaded->model;
+    Engine::Running run{job, nullptr, audio_seconds};
+    TranscribeOptions o = job->options;
+    TranscriptionJob* j = job.get();  // alive while `running` holds it
+    o.cancelled = [j] { return j->cancelled.load(); };
+    if (job->on_delta) {
+      run.deltas = std::make_unique<DeltaStream>(engine.loaded->tokenizer, job->on_delta,
+                                                 o.no_speech_threshold, o.logprob_threshold);
+      DeltaStream* d = run.deltas.get();
       if (o.temperatures.size() <= 1) {
-        o.on_token = [&](int32_t id) { deltas->on_token(id); };
-        o.on_no_speech_prob = [&](float p) { deltas->on_no_speech_prob(p); };
+        o.on_token = [d](int32_t id) { d->on_token(id); };
+        o.on_no_speech_prob = [d](float p) { d->on_no_speech_prob(p); };
       }
-      o.on_segment = [&](const Segment& seg) { deltas->on_segment(seg); };
+      o.on_segment = [d](const Segment& seg) { d->on_segment(seg); };
     }
-    out.result = transcribe(session, tokenizer, samples, o);
-    if (deltas) deltas->finish();
-    count_finished(audio_seconds,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   false);
+    Tensor mel =
+        log_mel_spectrogram_for(model.device(), samples, model.config().n_mels, kChunkSamples);
+    const uint64_t id = engine.transcriber->add(std::move(mel), std::move(o));
+    engine.running.emplace(id, std::move(run));
   } catch (...) {
-    out.result.reset();
-    out.error = std::current_exception();
+    answer(*job, nullptr, audio_seconds, std::current_exception());
+    release_if_idle(engine);
   }
-  return out;
+  std::lock_guard lock(mu_);
+  compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void WhisperService::iterate(Engine& engine) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<BatchTranscriber::Finished> done;
+  {
+    auto gpu = hold_device(options_.load.device);
+    try {
+      done = engine.transcriber->step();
+    } catch (...) {
+      // The batch's own pass failed: every request in it ends with that error.
+      done = engine.transcriber->abort(std::current_exception());
+    }
+  }
+  const BatchTranscribeStats& st = engine.transcriber->stats();
+  {
+    std::lock_guard lock(mu_);
+    compute_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    windows_ += uint64_t(st.windows - engine.counted.windows);
+    encoder_batches_ += uint64_t(st.batches - engine.counted.batches);
+    decoder_steps_ += uint64_t(st.steps - engine.counted.steps);
+  }
+  engine.counted = st;
+  std::vector<std::pair<Engine::Running, BatchTranscriber::Finished>> ended;
+  for (auto& f : done) {
+    auto it = engine.running.find(f.id);
+    if (it == engine.running.end()) continue;
+    Engine::Running run = std::move(it->second);
+    engine.running.erase(it);
+    if (f.result && run.deltas) {
+      try {
+        run.deltas->finish();
+      } catch (...) {
+        f.result.reset();
+        f.error = std::current_exception();
+      }
+    }
+    if (f.result) count_finished(run.audio_seconds, 0, false);
+    ended.emplace_back(std::move(run), std::move(f));
+  }
+  // Release before answering, so a client that has its answer sees the memory freed.
+  release_if_idle(engine);
+  for (auto& [run, f] : ended)
+    answer(*run.job, f.result ? &*f.result : nullptr, run.audio_seconds, f.error);
+}
+
+void WhisperService::release_if_idle(Engine& engine) {
+  if (options_.residency != Residency::per_request || !engine.running.empty() ||
+      !engine.transcriber)
+    return;
+  {
+    std::lock_guard lock(mu_);
+    if (!queue_.empty()) return;  // the next job would load it again at once
+  }
+  auto gpu = hold_device(options_.load.device);
+  engine.transcriber.reset();
+  engine.solo.reset();
+  engine.batch.reset();
+  engine.loaded.reset();
+  malloc_trim(0);  // hand freed weights and caches back to the system (RSS drops)
+}
+
+void WhisperService::answer(TranscriptionJob& job, const TranscribeResult* result,
+                            double audio_seconds, std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    --running_;
+  }
+  job.on_done(result, audio_seconds, error);
 }
 
 void WhisperService::count_finished(double audio_seconds, double compute_seconds,

@@ -1,14 +1,19 @@
-// WhisperService: the serving side of transcription requests. A bounded queue of jobs
-// and N worker threads; each worker owns a WhisperSession over one shared, immutable
-// WhisperModel (or, with per-request residency, over a model loaded while any request
-// needs it and released when none does). Results go back through the job's callbacks, on
-// the worker thread; the HTTP layer posts them to its connections.
+// WhisperService: the serving side of transcription requests. A bounded queue of jobs and
+// one engine thread per service (one model on one device) that runs them as one continuous
+// batch (BatchTranscriber, whisper/batch_transcriber.h): windows of different requests share
+// encoder calls and decoder steps, each request keeping its own seek, prompt, options and
+// temperature fallback. The engine takes queued jobs into the batch while fewer than
+// ServiceOptions::batch are running (each decodes its audio, goes through the VAD gate and
+// joins at the next iteration); a window that ends frees its slot for the next step. With
+// per-request residency the model is loaded while any request needs it and released when
+// none does. Results go back through the job's callbacks, on the engine thread (streaming
+// deltas of batched attempts from the CPU threads); the HTTP layer posts them to its
+// connections.
 //
-// Fairness: the N workers decode concurrently (the CPU ops interleave through the shared
-// thread pool; on a GPU, kernels interleave on the device), so a long file shares the
-// machine with up to N-1 other requests rather than holding it; only beyond N active
-// requests do jobs wait, first in first out. Cross-request window batching comes later
-// (DESIGN.md section 7).
+// Fairness: every running request advances one token per decoder step, so a long file
+// shares the machine with the others rather than holding it; beyond `batch` running
+// requests jobs wait, first in first out. Windows the batch cannot decode (a temperature
+// fallback, beam search) run whole on the engine thread between steps.
 #pragma once
 
 #include <atomic>
@@ -41,10 +46,12 @@ enum class Residency {
 
 struct ServiceOptions {
   std::string model_dir;
-  // Where the model runs and its dtype. The CUDA backend queues all work on one stream
-  // (and captures decoder steps as graphs), so a CUDA service runs one worker.
+  // Where the model runs and its dtype. On CUDA the engine takes cuda::exclusive() for each
+  // iteration, so a chat model on the same GPU runs between steps.
   LoadOptions load;
-  int workers = 2;          // requests decoded concurrently
+  // Requests decoded together (--whisper-batch): the batch session's slots, one window of
+  // each running request; 1: one request at a time.
+  int batch = 16;
   int queue_capacity = 64;  // requests waiting beyond the running ones; more are refused
   Residency residency = Residency::resident;
   // Silero VAD model file for the silence gate; empty: no gate (a request asking for it
@@ -73,16 +80,19 @@ struct TranscriptionJob {
 
 struct ServiceStats {
   double audio_seconds = 0;    // audio transcribed, seconds
-  double compute_seconds = 0;  // wall time workers spent on it
+  double compute_seconds = 0;  // wall time the engine spent on it (load, decode, iterations)
   int queued = 0;
-  int running = 0;
+  int running = 0;               // requests taken by the engine and not yet answered
+  uint64_t windows = 0;          // windows decoded in the batch
+  uint64_t encoder_batches = 0;  // its encoder calls (windows / encoder_batches: sharing)
+  uint64_t decoder_steps = 0;    // its decoder steps
   bool model_loaded = false;
   uint64_t vad_skipped = 0;  // requests the gate answered without running Whisper
 };
 
 class WhisperService {
  public:
-  // Resident: loads the model now (throws as WhisperModel::load). Starts the workers.
+  // Resident: loads the model now (throws as WhisperModel::load). Starts the engine.
   explicit WhisperService(ServiceOptions options);
   ~WhisperService();  // stop(): drains
   WhisperService(const WhisperService&) = delete;
@@ -90,7 +100,7 @@ class WhisperService {
 
   // Queues the job; false when the queue is full or the service is stopping.
   bool submit(std::shared_ptr<TranscriptionJob> job);
-  // Stops taking jobs, finishes every queued and running one, joins the workers.
+  // Stops taking jobs, finishes every queued and running one, joins the engine.
   void stop();
 
   ServiceStats stats() const;
@@ -99,19 +109,15 @@ class WhisperService {
 
  private:
   struct Loaded;  // a model and its tokenizer
-  void worker_loop();
-  struct Outcome {
-    std::optional<TranscribeResult> result;
-    double audio_seconds = 0;
-    std::exception_ptr error;
-  };
-  // One worker's state: its session, and the model it was made for (kept across jobs when
-  // resident, dropped after each job when per-request).
-  struct WorkerState {
-    std::shared_ptr<const Loaded> loaded;
-    std::unique_ptr<class WhisperSession> session;
-  };
-  Outcome run(TranscriptionJob& job, WorkerState& worker);
+  struct Engine;  // the engine thread's state: the model, its sessions, the running jobs
+  void engine_loop();
+  // Takes a job into the batch (decode, VAD gate, model, mel); false when it ended here.
+  void start(std::shared_ptr<TranscriptionJob> job, Engine& engine);
+  void iterate(Engine& engine);  // one step of the batch; answers the jobs that ended
+  void release_if_idle(Engine& engine);
+  // Answers a job (running_ drops first, so its client sees the slot free).
+  void answer(TranscriptionJob& job, const TranscribeResult* result, double audio_seconds,
+              std::exception_ptr error);
   std::shared_ptr<const Loaded> acquire_model();
   // Adds a finished job to the totals; vad_skipped: the VAD gate answered it.
   void count_finished(double audio_seconds, double compute_seconds, bool vad_skipped);
@@ -127,7 +133,8 @@ class WhisperService {
   double audio_seconds_ = 0;
   double compute_seconds_ = 0;
   uint64_t vad_skipped_ = 0;
-  std::vector<std::thread> workers_;
+  uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0;
+  std::thread engine_;
 
   mutable std::mutex model_mu_;
   std::shared_ptr<const Loaded> resident_;  // resident mode
