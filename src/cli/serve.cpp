@@ -1,7 +1,7 @@
 // `parley serve --model DIR [--whisper DIR]`: the OpenAI-compatible server (docs/SERVER.md).
 // --model names a chat model (its config.json's model_type is a chat family) or a Whisper
 // model; the audio routes always have one (--whisper, or --model when it is Whisper, or the
-// built-in tiny.en). Builds the WhisperService (model residency, workers, queue), the
+// built-in tiny.en). Builds the WhisperService (model residency, batch, queue), the
 // ChatService with a chat model, and runs the HTTP server until SIGINT/SIGTERM, which
 // drains admitted requests first.
 #include <filesystem>
@@ -29,7 +29,7 @@ struct ServeCliOptions {
   int chat_queue = 64;
   std::string residency = "resident";
   double max_body_mb = 25;
-  int workers = 2;
+  int whisper_batch = 16;
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -59,12 +59,7 @@ void run_serve(ServeCliOptions opt) {
                 : opt.model.empty()  ? default_model_dir()
                                      : opt.model;
   s.load = load_options(opt.device);
-  s.workers = opt.workers;
-  if (s.load.device == Device::cuda && s.workers > 1) {
-    std::cerr << "[serve] --device cuda: one worker (the CUDA backend has one stream); "
-              << "requests beyond it queue" << std::endl;
-    s.workers = 1;
-  }
+  s.batch = opt.whisper_batch;
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
   s.vad_default = opt.vad == "on";
@@ -108,8 +103,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--queue", opt->queue, "Requests waiting beyond the running ones (429 beyond)")
       ->capture_default_str();
-  cmd->add_option("--workers", opt->workers,
-                  "Requests transcribed concurrently, each with its own session")
+  cmd->add_option("--whisper-batch,--workers", opt->whisper_batch,
+                  "Transcriptions decoded together: their windows share encoder calls and "
+                  "decoder steps (1: one at a time)")
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")

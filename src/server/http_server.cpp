@@ -493,7 +493,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!st_.service.submit(job)) {
       const auto s = st_.service.options();
       return send_error(ApiError{429,
-                                 "[serve] the server is busy: " + std::to_string(s.workers) +
+                                 "[serve] the server is busy: " + std::to_string(s.batch) +
                                      " running and " + std::to_string(s.queue_capacity) +
                                      " queued requests (parley serve --queue); "
                                      "retry later",
