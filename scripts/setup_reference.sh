@@ -58,6 +58,8 @@ pins=(
   # every dependency they import that Debian 12 lacks or ships too old (typing-extensions
   # 4.4, idna 3.3, pygments 2.14). openai 3.x talks HTTP through httpx2/httpcore2.
   openai==3.57.0
+  # openai[realtime]: client.realtime.connect (tests/server/test_realtime.py)
+  websockets==15.0.1
   httpx2==2.16.2
   httpcore2==2.16.2
   h11==0.16.0

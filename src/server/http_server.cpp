@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "server/audio_request.h"
 #include "server/chat_request.h"
 #include "server/metrics.h"
+#include "server/realtime.h"
 #include "server/session_routes.h"
 #include "whisper/formats.h"
 
@@ -40,6 +42,7 @@ struct ServerState {
   WhisperService& service;
   ChatService* chat;                        // null: no chat model
   AudioSessions* audio_sessions = nullptr;  // null: no /v1/audio/sessions
+  RealtimeHub* realtime = nullptr;          // /v1/realtime (realtime.h)
   Metrics metrics;
   std::atomic<bool> draining{false};
   std::mutex sessions_mu;
@@ -201,6 +204,8 @@ class Session : public std::enable_shared_from_this<Session> {
       route_ = "/v1/models/{id}";
     } else if (is_session_route(path)) {
       route_ = "/v1/audio/sessions";
+    } else if (path == "/v1/realtime" || path == "/v1/realtime/client_secrets") {
+      route_ = path;
     }
 
     if (req.method() == http::verb::options) {  // CORS preflight
@@ -215,7 +220,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (!st_.opt.api_key.empty() && path != "/health") {
       const std::string auth(req[http::field::authorization]);
-      if (auth != "Bearer " + st_.opt.api_key) {
+      // A realtime WebSocket also takes the ephemeral keys of /v1/realtime/client_secrets.
+      const bool realtime_ok = path == "/v1/realtime" && st_.realtime->authorized(auth);
+      if (auth != "Bearer " + st_.opt.api_key && !realtime_ok) {
         send_error(ApiError{401,
                             auth.empty() ? "You didn't provide an API key. Send it as "
                                            "'Authorization: Bearer KEY'."
@@ -257,6 +264,8 @@ class Session : public std::enable_shared_from_this<Session> {
       handle_chat(req, path == "/v1/chat/completions");
     } else if (st_.audio_sessions && is_session_route(path)) {
       handle_session(req);
+    } else if (path == "/v1/realtime" || path == "/v1/realtime/client_secrets") {
+      handle_realtime(std::move(req), path);
     } else {
       send_error(
           ApiError{404, "Invalid URL (" + std::string(req.method_string()) + " " + path + ")",
@@ -530,6 +539,37 @@ class Session : public std::enable_shared_from_this<Session> {
         });
   }
 
+  // /v1/realtime (a WebSocket upgrade, handed to realtime.cpp) and its client secrets.
+  void handle_realtime(http::request<http::string_body> req, const std::string& path) {
+    if (st_.draining) {
+      return send_error(ApiError{503, "[serve] the server is shutting down", "server_error",
+                                 std::nullopt, "shutting_down"},
+                        "shutting_down");
+    }
+    if (path == "/v1/realtime/client_secrets") {
+      if (req.method() != http::verb::post) return method_not_allowed("POST");
+      auto [status, body] = st_.realtime->create_client_secret(req.body());
+      if (status != 200) st_.metrics.count_error("bad_request");
+      return send(response(http::status(status), std::move(body), "application/json"));
+    }
+    if (!beast::websocket::is_upgrade(req)) {
+      return send_error(bad_request("[realtime] /v1/realtime is a WebSocket: send a GET with "
+                                    "'Upgrade: websocket'"),
+                        "bad_request");
+    }
+    const std::string target(req.target());
+    const auto q = target.find("intent=");
+    if (q != std::string::npos && target.compare(q + 7, 13, "transcription") != 0) {
+      return send_error(bad_request("[realtime] this server holds transcription sessions only "
+                                    "(intent=transcription)",
+                                    "intent", "unsupported_value"),
+                        "bad_request");
+    }
+    st_.metrics.count_request(route_, 101);
+    closed_ = true;  // the socket is the WebSocket's from here on
+    st_.realtime->accept(stream_.release_socket(), std::move(req));
+  }
+
   // While a job runs, a readable socket means the client closed (or pipelined another
   // request): peek to tell which; a closed client cancels its job.
   void watch_disconnect(uint64_t gen) {
@@ -738,6 +778,8 @@ void serve_http(const ServerOptions& options, WhisperService& service, ChatServi
                 AudioSessions* sessions) {
   ServerState st(options, service, chat);
   st.audio_sessions = sessions;
+  RealtimeHub realtime(service, options.api_key);
+  st.realtime = &realtime;
   net::io_context ioc(std::max(1, options.io_threads));
   tcp::acceptor acceptor(ioc);
   beast::error_code ec;
@@ -774,6 +816,7 @@ void serve_http(const ServerOptions& options, WhisperService& service, ChatServi
         for (auto& w : st.sessions) {
           if (auto s = w.lock()) s->close_if_idle();
         }
+        realtime.close_all();
         guard.reset();
       });
     });

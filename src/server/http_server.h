@@ -1,8 +1,10 @@
 // The HTTP server behind `parley serve` (Boost.Beast over Asio; Beast stays inside
 // http_server.cpp). Routes: POST /v1/audio/transcriptions, POST /v1/audio/translations
 // (JSON or SSE), POST /v1/chat/completions and /v1/completions (with a chat model; JSON or
-// SSE), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, and CORS preflight.
-// docs/SERVER.md is the user's description.
+// SSE), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, and CORS preflight;
+// /v1/audio/sessions (session_routes.h); /v1/realtime and /v1/realtime/client_secrets
+// (realtime.h, whose WebSocket lives in realtime.cpp). docs/SERVER.md is the user's
+// description.
 #pragma once
 
 #include <cstdint>
