@@ -50,6 +50,7 @@ struct BenchWhisperOptions {
   int threads = 0;         // 0: all hardware threads
   int warmup = -1;         // untimed calls before each stage; -1: 0 on the CPU, 2 on CUDA
   DeviceFlags device;
+  int audio_ctx = 0;  // LoadOptions::audio_ctx
 };
 
 double ms_since(Clock::time_point t0) {
@@ -323,7 +324,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   const std::string dir = opt.model.empty() ? default_model_dir() : opt.model;
 
   const auto t_load = Clock::now();
-  const LoadOptions load = load_options(opt.device);
+  const LoadOptions load = load_options(opt.device, opt.audio_ctx);
   const auto model = WhisperModel::load(dir, load);
   const auto tokenizer = load_tokenizer(*model);
   const double load_ms = ms_since(t_load);
@@ -339,6 +340,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
       {"device_label",
        dev == Device::cuda ? std::string(cuda::device_label()) : std::string("cpu")},
       {"warmup", warmup},
+      {"audio_ctx", model->config().n_audio_ctx},  // encoder positions (--audio-ctx)
       {"threads", cpu_threads().size()},
       // oneDNN's OpenMP threads spin between GEMMs unless this
       // is "passive"; on few cores that costs 10x per token.
@@ -497,6 +499,7 @@ void add_bench_whisper_subcommand(CLI::App& bench) {
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   cmd->add_option("--warmup", opt->warmup, "Untimed calls per stage (default: 0 CPU, 2 CUDA)");
   add_device_flags(cmd, opt->device);
+  add_audio_ctx_flag(cmd, opt->audio_ctx);
   cmd->callback([opt] { run_bench_whisper(*opt); });
 }
 

@@ -33,6 +33,22 @@ inline LoadOptions load_options(const DeviceFlags& f) {
   return o;
 }
 
+// --audio-ctx N for the Whisper commands (transcribe, bench whisper, serve, dictate):
+// LoadOptions::audio_ctx, whisper.cpp's option of the same name.
+inline void add_audio_ctx_flag(CLI::App* cmd, int& audio_ctx) {
+  cmd->add_option("--audio-ctx", audio_ctx,
+                  "Encoder positions per window (0: all 1500 = 30 s; N: the first N * 20 ms of "
+                  "audio only, a faster encoder for short live speech)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+inline LoadOptions load_options(const DeviceFlags& f, int audio_ctx) {
+  LoadOptions o = load_options(f);
+  o.audio_ctx = audio_ctx;
+  return o;
+}
+
 // The same flags for a chat model (llm/model.h): the CPU runs f32 only.
 inline LlmLoadOptions llm_load_options(const DeviceFlags& f) {
   const LoadOptions o = load_options(f);

@@ -36,6 +36,7 @@ struct ServeCliOptions {
   std::string vad_model;  // empty: default_vad_model_path()
   server::ServerOptions http;
   DeviceFlags device;
+  int audio_ctx = 0;              // LoadOptions::audio_ctx for every transcription (live use)
   AudioSessionsOptions sessions;  // dir empty: $PARLEY_HOME/sessions
   double max_session_mb = 512;
 };
@@ -58,7 +59,7 @@ void run_serve(ServeCliOptions opt) {
   s.model_dir = !opt.whisper.empty() ? opt.whisper
                 : opt.model.empty()  ? default_model_dir()
                                      : opt.model;
-  s.load = load_options(opt.device);
+  s.load = load_options(opt.device, opt.audio_ctx);
   s.batch = opt.whisper_batch;
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
@@ -127,6 +128,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
   add_device_flags(cmd, opt->device);
+  add_audio_ctx_flag(cmd, opt->audio_ctx);
   cmd->add_option("--vad", opt->vad,
                   "Silence gate for requests that do not set 'vad': audio without speech "
                   "(Silero VAD) gets an empty transcript without running Whisper")

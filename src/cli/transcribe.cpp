@@ -42,6 +42,7 @@ struct TranscribeCliOptions {
   VadGateOptions vad;
   bool run_stats = false;  // print Whisper's encoder/decoder run counts to stderr
   DeviceFlags device;
+  int audio_ctx = 0;  // LoadOptions::audio_ctx
   bool word_timestamps = false;
   std::optional<std::string> prepend_punctuations;
   std::optional<std::string> append_punctuations;
@@ -108,7 +109,7 @@ void run_transcribe(const TranscribeCliOptions& opt) {
   t.hallucination_silence_threshold = opt.hallucination_silence_threshold;
   auto ensure_model = [&] {
     if (model) return;
-    model = WhisperModel::load(dir, load_options(opt.device));
+    model = WhisperModel::load(dir, load_options(opt.device, opt.audio_ctx));
     tokenizer.emplace(load_tokenizer(*model));
     session = std::make_unique<WhisperSession>(model);
     if (!opt.alignment_heads.empty()) {
@@ -255,6 +256,7 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");
   add_device_flags(cmd, opt->device);
+  add_audio_ctx_flag(cmd, opt->audio_ctx);
   cmd->add_flag("--word-timestamps", opt->word_timestamps,
                 "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
   cmd->add_option(

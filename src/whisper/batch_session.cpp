@@ -84,10 +84,10 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
   const int64_t n = int64_t(slots.size()), frames = 2 * int64_t(c.n_audio_ctx);
   check_arg(n >= 1, "[whisper] batch encode: no slots");
   check_arg(mels.ndim() == 3 && mels.dim(0) == n && mels.dim(1) == c.n_mels &&
-                mels.dim(2) == frames && is_float(mels.dtype()),
+                mels.dim(2) >= frames && is_float(mels.dtype()),
             "[whisper] batch encode: mels " + mels.describe() + ", expected f32[" +
-                std::to_string(n) + ", " + std::to_string(c.n_mels) + ", " +
-                std::to_string(frames) + "]");
+                std::to_string(n) + ", " + std::to_string(c.n_mels) +
+                ", >= " + std::to_string(frames) + "]");
   std::vector<char> seen(size_t(n_slots_), 0);
   for (int32_t s : slots) {
     check_slot(s, "encode");

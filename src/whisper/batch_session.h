@@ -38,7 +38,7 @@ class WhisperBatchSession {
   int n_slots() const { return n_slots_; }
   const WhisperModel& model() const { return *model_; }
 
-  // mels: f32 (any float) [n, n_mels, 2 * n_audio_ctx] on the CPU or the model's device, one
+  // mels: f32 (any float) [n, n_mels, >= 2 * n_audio_ctx] on the CPU or the model's device, one
   // window per listed slot (distinct ids in [0, n_slots)). One encoder call for all of them;
   // each slot gets its window's cross-attention K/V and drops its cached tokens.
   void encode(std::span<const int32_t> slots, const Tensor& mels);

@@ -76,7 +76,8 @@ uint64_t BatchTranscriber::add(Tensor mel, TranscribeOptions options) {
   // Language detection, when needed, through the one-window session, as transcribe() does it.
   file->loop = std::make_unique<SeekLoop>(
       tokenizer_, file->mel, file->options,
-      transcript_language(*solo_source_, tokenizer_, file->mel, file->options), c.n_text_ctx);
+      transcript_language(*solo_source_, tokenizer_, file->mel, file->options), c.n_text_ctx,
+      whisper_window_frames(batch_.model()));
   File& f = *file;
   files_.push_back(std::move(file));
   next_or_finish(f);

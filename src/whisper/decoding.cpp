@@ -304,6 +304,9 @@ void LogitsSource::reorder_rows(std::span<const int32_t>) {
 }
 int SessionLogitsSource::n_text_ctx() const { return session_.model().config().n_text_ctx; }
 int SessionLogitsSource::n_mels() const { return session_.model().config().n_mels; }
+int64_t SessionLogitsSource::window_frames() const {
+  return whisper_window_frames(session_.model());
+}
 
 std::vector<int32_t> initial_tokens(const WhisperTokenizer& tokenizer,
                                     const DecodingOptions& options,

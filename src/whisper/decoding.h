@@ -138,6 +138,9 @@ class LogitsSource {
   virtual void beam_chain_end();
   virtual int n_text_ctx() const = 0;  // decoder positions (448)
   virtual int n_mels() const = 0;      // 80 or 128
+  // Mel frames of audio one window holds: 3000 (30 s); 2 * N under LoadOptions::audio_ctx N,
+  // so the seek loop cuts the audio into windows the encoder hears whole.
+  virtual int64_t window_frames() const { return 3000; }
   // Word timestamps (timing.h): the decoder over `tokens` from position 0 on the encoded
   // audio, with the cross-attention scores of `heads` (empty: the model's, by
   // resolve_alignment_heads); see WhisperSession::cross_attention_weights. Drops cached
@@ -183,6 +186,7 @@ class SessionLogitsSource : public LogitsSource {
   void beam_chain_end() override;
   int n_text_ctx() const override;
   int n_mels() const override;
+  int64_t window_frames() const override;
   CrossAttentionWeights cross_attention_weights(
       std::span<const int32_t> tokens, std::span<const std::pair<int, int>> heads) override;
 

@@ -20,6 +20,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
+#include "engine/ops/spectral.h"
 #include "engine/ops/transpose.h"
 #include "whisper/encoder_graph.h"
 #include "whisper/model.h"
@@ -218,13 +219,31 @@ void encoder_attention(Pool& pool, Tensor& x, int64_t b, const EncoderLayerWeigh
 
 }  // namespace
 
-// Batched: mel [B, n_mels, frames] on any device -> features [B * n_audio_ctx, d].
-void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features) {
+Tensor leading_frames(Pool& pool, const Tensor& mel, int64_t frames) {
+  check_arg(mel.ndim() >= 2 && mel.dim(-1) >= frames,
+            "[whisper] encoder: mel " + mel.describe() + " has fewer than the " +
+                std::to_string(frames) + " frames of its audio context");
+  const int64_t width = mel.dim(-1), rows = mel.numel() / width;
+  if (width == frames) return mel;
+  Shape shape = mel.shape();
+  shape[-1] = frames;
+  Tensor out = mel.device() == pool.device() ? pool.alloc(shape, mel.dtype())
+                                             : Tensor::empty(shape, mel.dtype(), mel.device());
+  Tensor out_2d = out.reshape({rows, frames});
+  copy_columns(mel.reshape({rows, width}), 0, frames, out_2d);
+  return out;
+}
+
+// Batched: mel [B, n_mels, >= frames] on any device -> features [B * n_audio_ctx, d].
+void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel_window,
+                     Tensor& features) {
   const WhisperConfig& c = model.config();
   const WhisperWeights& w = model.weights();
-  const int64_t b = mel.dim(0), frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
+  const int64_t b = mel_window.dim(0), frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
   const int64_t n_ctx = c.n_audio_ctx;
   const DType dt = model.dtype();
+  // audio_ctx (LoadOptions): the window's first 2 * n_audio_ctx frames only.
+  const Tensor mel = leading_frames(pool, mel_window, frames);
 
   // The mel on the model's device and dtype: [B, n_mels, frames]. One already so (the
   // encoder graph's input, encoder_graph.h) is read as it is; one on that device in another
@@ -290,10 +309,13 @@ void WhisperSession::encode(const Tensor& mel) {
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
   const int64_t frames = 2 * int64_t(c.n_audio_ctx);
-  check_arg(mel.shape() == Shape({c.n_mels, frames}),
+  check_arg(mel.ndim() == 2 && mel.dim(0) == c.n_mels && mel.dim(1) >= frames,
             "[whisper] encode: mel " + mel.describe() + ", expected f32[" +
-                std::to_string(c.n_mels) + ", " + std::to_string(frames) + "]");
+                std::to_string(c.n_mels) + ", >= " + std::to_string(frames) + "]");
   check_arg(is_float(mel.dtype()), "[whisper] encode: mel must be a float tensor");
+  // audio_ctx: the first 2 * n_audio_ctx frames, cut here so the encoder graph's input
+  // keeps one shape.
+  const Tensor window = leading_frames(pool_, mel, frames);
   // Cross-attention K/V depend only on the audio: once per window, every decoder layer's
   // in one GEMM, token-major [1500, n_text_layer * 2d] as the decoder's attention reads it.
   MatmulOptions kv_opt;
@@ -303,7 +325,7 @@ void WhisperSession::encode(const Tensor& mel) {
     encoder_forward(pool, *model_, m, audio_features_);
     matmul(audio_features_, w.decoder_cross_kv.weight, cross_kv_, kv_opt);
   };
-  const Tensor mel_3d = mel.reshape({1, c.n_mels, frames});
+  const Tensor mel_3d = window.reshape({1, c.n_mels, frames});
   if (encoder_graph_)  // CUDA: a graph from the second window on (encoder_graph.h)
     encoder_graph_->run(mel_3d, pass);
   else

@@ -27,7 +27,13 @@ namespace parley::whisper {
 // final layer norm. The GEMMs and convolutions run over the whole batch; on the parity path
 // the self-attention runs per window, so a window's features do not depend on the batch
 // beyond the GEMM library's own blocking.
+// A mel wider than 2 * n_audio_ctx frames (a 3000-frame window under LoadOptions::audio_ctx)
+// is cut to its first 2 * n_audio_ctx frames first.
 void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features);
+// mel [..., F] -> its first `frames` columns [..., frames] on mel's device and dtype (from
+// `pool` when that is mel's device); mel itself when F == frames. Error(invalid_argument)
+// when F < frames.
+Tensor leading_frames(Pool& pool, const Tensor& mel, int64_t frames);
 
 // x [T, in] -> [T, out] = x @ w.weight^T + w.bias
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);

@@ -98,9 +98,23 @@ WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig co
       config_(std::move(config)),
       weights_(std::move(weights)),
       opt_(opt),
-      ggml_vocab_(std::move(ggml_vocab)) {
+      ggml_vocab_(std::move(ggml_vocab)),
+      trained_audio_ctx_(config_.n_audio_ctx) {
+  if (opt_.audio_ctx != 0) {
+    check_arg(opt_.audio_ctx >= 1 && opt_.audio_ctx <= trained_audio_ctx_,
+              "[whisper] audio_ctx " + std::to_string(opt_.audio_ctx) + " outside [1, " +
+                  std::to_string(trained_audio_ctx_) +
+                  "] (the model's encoder positions; 0 = all of them)");
+    // The first N sinusoids are the N-row table's own (sinusoids(N, d) == rows 0..N-1).
+    config_.n_audio_ctx = opt_.audio_ctx;
+    weights_.encoder_positions = weights_.encoder_positions.slice0(0, opt_.audio_ctx);
+  }
   stack_cross_kv(weights_);
   fold_decoder_norms(weights_, opt_);
+}
+
+int64_t whisper_window_frames(const WhisperModel& model) {
+  return std::min<int64_t>(kChunkFrames, 2 * int64_t(model.config().n_audio_ctx));
 }
 
 const char* layout_name(WhisperLayout layout) {

@@ -48,6 +48,12 @@ WhisperRunCounters whisper_run_counters();
 struct LoadOptions {
   Device device = Device::cpu;  // where weights live and the forward pass runs
   DType dtype = DType::f32;     // weights and activations; f32 = the parity path
+  // Encoder context truncation (whisper.cpp's audio_ctx): 0 = the model's own n_audio_ctx
+  // (1500 positions, 30 s); N in [1, n_audio_ctx] = the encoder runs on the first 2N mel
+  // frames of each window (N * 20 ms of audio) with the first N positional embeddings, and
+  // the decoder cross-attends to those N positions. Faster on slow machines, for short live
+  // utterances; audio past N * 20 ms of a window is not heard. config().n_audio_ctx is N.
+  int audio_ctx = 0;
 };
 
 // The on-disk layouts WhisperModel::load reads.
@@ -81,7 +87,10 @@ class WhisperModel {
   static std::shared_ptr<const WhisperModel> load(const std::string& dir,
                                                   const LoadOptions& opt = {});
 
+  // The model's dimensions; n_audio_ctx is LoadOptions::audio_ctx where that truncates it.
   const WhisperConfig& config() const { return config_; }
+  // The encoder positions the model was trained with (1500), whatever audio_ctx is.
+  int trained_audio_ctx() const { return trained_audio_ctx_; }
   // layout_name(): "ctranslate2" | "huggingface" | "mlx" | "ggml"
   const std::string& format() const { return format_; }
   const std::string& dir() const { return dir_; }  // the path given to load()
@@ -102,7 +111,12 @@ class WhisperModel {
   WhisperWeights weights_;
   LoadOptions opt_;
   std::vector<std::string> ggml_vocab_;
+  int trained_audio_ctx_ = 0;
 };
+
+// Mel frames of audio in one transcription window: 3000 (30 s), or 2 * audio_ctx when
+// LoadOptions::audio_ctx truncates the encoder (the seek loop's window then fits it).
+int64_t whisper_window_frames(const WhisperModel& model);
 
 // Where load_tokenizer looks for tiktoken ranks (multilingual.tiktoken / gpt2.tiktoken)
 // when a model has no tokenizer of its own (the mlx-community layout), in order:
@@ -128,9 +142,10 @@ class WhisperSession {
   // reused across windows.
   explicit WhisperSession(std::shared_ptr<const WhisperModel> model);
 
-  // mel: f32 [n_mels, 2 * n_audio_ctx] (3000 frames) on the CPU or the model's device.
-  // Runs the encoder, keeps the audio features and computes every decoder layer's
-  // cross-attention K/V once. Drops cached tokens.
+  // mel: f32 [n_mels, F] on the CPU or the model's device, F >= 2 * n_audio_ctx (a 30 s
+  // window is 3000 frames; with audio_ctx N only its first 2N are encoded). Runs the encoder, keeps
+  // the audio features and computes every decoder layer's cross-attention K/V once. Drops cached
+  // tokens.
   void encode(const Tensor& mel);
   // [n_audio_ctx, d] on the model's device, in the model's dtype.
   const Tensor& audio_features() const { return audio_features_; }

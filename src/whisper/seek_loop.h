@@ -40,14 +40,15 @@ class SeekLoop {
  public:
   struct Window {
     int64_t seek = 0;  // first mel frame
-    int64_t size = 0;  // frames of content (<= 3000)
+    int64_t size = 0;  // frames of content (<= window_frames, 3000)
     double time_offset = 0;
   };
 
   // mel: the padded log-mel (kept by reference: it must outlive the loop); language: the
-  // code written into every window's sot sequence.
+  // code written into every window's sot sequence; window_frames: the most audio frames per
+  // window (3000; whisper_window_frames under audio_ctx).
   SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const TranscribeOptions& o,
-           std::string language, int n_text_ctx);
+           std::string language, int n_text_ctx, int64_t window_frames);
 
   // Moves to the next window to decode; false when the audio is done.
   bool next_window();
@@ -66,6 +67,7 @@ class SeekLoop {
   const Tensor& mel_;
   const TranscribeOptions& o_;
   int64_t content_frames_;
+  int64_t window_frames_;
   TranscribeResult out_;
   DecodingOptions decode_;
   std::vector<int32_t> all_tokens_;

@@ -246,7 +246,8 @@ std::vector<WordTiming> find_alignment(LogitsSource& source, const WhisperTokeni
 
   const CrossAttentionWeights cw = source.cross_attention_weights(tokens, options.alignment_heads);
   const int64_t n_heads = cw.qk.dim(0), n_ctx = cw.qk.dim(2), n_vocab = cw.logits.dim(1);
-  const int64_t frames = num_frames / 2;
+  // Under audio_ctx the attention covers n_ctx < 1500 positions: align within those.
+  const int64_t frames = std::min<int64_t>(num_frames / 2, n_ctx);
   check_arg(n_heads > 0 && cw.qk.dim(1) == t && frames > 0 && frames <= n_ctx,
             "[whisper] find_alignment: " + std::to_string(num_frames) +
                 " frames or the cross-attention weights " + cw.qk.describe() + " do not fit");

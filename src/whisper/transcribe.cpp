@@ -183,8 +183,12 @@ DecodingResult decode_with_fallback(LogitsSource& source, const WhisperTokenizer
 }
 
 SeekLoop::SeekLoop(const WhisperTokenizer& tokenizer, const Tensor& mel, const TranscribeOptions& o,
-                   std::string language, int n_text_ctx)
-    : tokenizer_(tokenizer), mel_(mel), o_(o), content_frames_(mel.dim(1) - kChunkFrames) {
+                   std::string language, int n_text_ctx, int64_t window_frames)
+    : tokenizer_(tokenizer),
+      mel_(mel),
+      o_(o),
+      content_frames_(mel.dim(1) - kChunkFrames),
+      window_frames_(std::clamp<int64_t>(window_frames, 1, kChunkFrames)) {
   out_.language = std::move(language);
   decode_ = window_decoding_options(o, tokenizer, out_.language);
 
@@ -211,7 +215,7 @@ bool SeekLoop::next_window() {
     }
     window_.seek = seek_;
     window_.time_offset = frame_time(seek_);
-    window_.size = std::min({kChunkFrames, content_frames_ - seek_, clip_end - seek_});
+    window_.size = std::min({window_frames_, content_frames_ - seek_, clip_end - seek_});
     if (o_.carry_initial_prompt) {
       const size_t ignored = std::max(n_initial_prompt_, prompt_reset_since_);
       const auto recent =
@@ -333,7 +337,7 @@ TranscribeResult transcribe_mel(LogitsSource& source, const WhisperTokenizer& to
   using namespace whisper;
   check_transcribe_input(mel, source.n_mels(), o);
   SeekLoop loop(tokenizer, mel, o, transcript_language(source, tokenizer, mel, o),
-                source.n_text_ctx());
+                source.n_text_ctx(), source.window_frames());
   while (loop.next_window()) {
     const DecodingResult result = decode_with_fallback(
         source, tokenizer, loop.window_mel(), loop.decode_options(), o, loop.window().seek);

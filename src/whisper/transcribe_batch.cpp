@@ -75,7 +75,8 @@ std::vector<TranscribeResult> transcribe_batch(
     // transcribe() does it.
     loops.push_back(std::make_unique<SeekLoop>(
         tokenizer, mels[f], file_options[f],
-        transcript_language(fallback_source, tokenizer, mels[f], options), c.n_text_ctx));
+        transcript_language(fallback_source, tokenizer, mels[f], options), c.n_text_ctx,
+        whisper_window_frames(batch.model())));
     if (loops.back()->next_window()) ready.push_back(f);
   }
 
