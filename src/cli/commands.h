@@ -7,6 +7,7 @@
 namespace parley::cli {
 
 void add_bench_command(CLI::App& app);
+void add_dictate_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
