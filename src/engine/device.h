@@ -64,7 +64,8 @@ std::shared_ptr<Graph> end_capture();  // instantiated, ready to launch
 void abort_capture() noexcept;         // ends a capture that failed half way, discarding it
 void launch(const Graph& graph);
 // The backend's scratch buffer (op temporaries) at least `bytes` now, so that it does not
-// move later: graphs keep its address. scratch_generation() changes whenever it moves.
+// move later: graphs keep its address. scratch_generation() changes whenever it (or another
+// buffer that kernels share, such as the last-block counters) moves.
 void reserve_scratch(size_t bytes);
 uint64_t scratch_generation();
 }  // namespace cuda

@@ -135,19 +135,20 @@ LlmModel LlmModel::from_source(LlmConfig config, const TensorSource& src,
 void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
                        ForwardScratch& s) const {
   const LlmConfig& c = config_;
-  const FamilySpec spec = family_spec(c);
   constexpr int64_t bs = KvCache::kBlockSize;
   int64_t n_tok = 0;
   // Checked without building messages on the good path: this runs every decode step.
   auto fail = [](const std::string& what) {
     throw Error(ErrorKind::invalid_argument, "[llm forward] " + what);
   };
+  bool decode_step = true;  // every row one token that wants its logits
   for (const BatchRow& r : batch.rows) {
     if (r.tokens.empty()) fail("a batch row has no tokens");
     if (r.start_pos < 0) fail("a batch row has a negative start_pos");
     if (int64_t(r.block_table.size()) < KvCache::blocks_for(r.start_pos + int64_t(r.tokens.size())))
       fail("a row's block table does not cover its positions");
     n_tok += int64_t(r.tokens.size());
+    decode_step = decode_step && r.tokens.size() == 1 && r.want_logits;
   }
   if (n_tok == 0) fail("empty batch");
   if (cache.k(0).device() != device_ || cache.k(0).dtype() != dtype_ || s.pool.device() != device_)
@@ -156,6 +157,8 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
   const bool on_host = device_ == Device::cpu;
   Pool& pool = s.pool;
   Pool& host = on_host ? s.pool : s.host;
+  // The step's i32 inputs, staged on the host: ids, positions, slots, the rows whose logits
+  // are returned; on CUDA then the rows' tables (make_paged_tables), all uploaded at once.
   Tensor ids = host.alloc({n_tok}, DType::i32);
   Tensor pos = host.alloc({n_tok}, DType::i32);
   Tensor slots = host.alloc({n_tok}, DType::i32);
@@ -181,33 +184,123 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
   const int64_t n_out = int64_t(s.logit_rows.size());
   Tensor out_rows = host.alloc({std::max<int64_t>(n_out, 1)}, DType::i32);
   std::copy(s.logit_rows.begin(), s.logit_rows.end(), out_rows.data<int32_t>());
-  if (!on_host) {
-    // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
-    make_paged_tables(s.paged, host, host, s.tables);
-    Tensor* parts[] = {&ids,           &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks,
-                       &s.tables.tiles};
-    int64_t n = 0;
-    for (const Tensor* p : parts) n += p->numel();
-    Tensor staged = host.alloc({n}, DType::i32), on_device = pool.alloc({n}, DType::i32);
-    int64_t at = 0;
-    for (const Tensor* p : parts) {
-      std::copy(p->data<int32_t>(), p->data<int32_t>() + p->numel(), staged.data<int32_t>() + at);
-      at += p->numel();
+  const bool softcap = c.final_logit_softcapping > 0;
+  if (!on_host && decode_step && c.num_experts == 0 && StepGraphs::enabled()) {
+    forward_decode_graph(n_tok, ids, pos, slots, cache, logits, s);
+  } else {
+    if (!on_host) {
+      // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
+      make_paged_tables(s.paged, host, host, s.tables);
+      Tensor* parts[] = {
+          &ids, &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks, &s.tables.tiles};
+      int64_t n = 0;
+      for (const Tensor* p : parts) n += p->numel();
+      Tensor staged = host.alloc({n}, DType::i32), on_device = pool.alloc({n}, DType::i32);
+      int64_t at = 0;
+      for (const Tensor* p : parts) {
+        std::copy(p->data<int32_t>(), p->data<int32_t>() + p->numel(), staged.data<int32_t>() + at);
+        at += p->numel();
+      }
+      on_device.copy_from(staged);
+      at = 0;
+      for (Tensor* p : parts) {
+        *p = on_device.slice0(at, at + p->numel()).reshape(p->shape());
+        at += p->numel();
+      }
     }
-    on_device.copy_from(staged);
-    at = 0;
-    for (Tensor* p : parts) {
-      *p = on_device.slice0(at, at + p->numel()).reshape(p->shape());
-      at += p->numel();
-    }
+    const bool keep_on_device = !on_host && s.logits_on_device && !softcap;
+    Tensor dev_logits = pool.alloc({n_out, c.vocab_size}, DType::f32);
+    logits = on_host || keep_on_device ? dev_logits : host.alloc({n_out, c.vocab_size}, DType::f32);
+    const StepInputs step{&pos, &slots, s.paged, on_host ? nullptr : &s.tables};
+    run_device(step, ids, out_rows, cache, pool, host, dev_logits);
+    if (!on_host && !keep_on_device && n_out > 0) logits.copy_from(dev_logits);
   }
+  if (softcap && n_out > 0) {
+    const float cap = c.final_logit_softcapping;
+    float* p = logits.data<float>();
+    for (int64_t i = 0; i < logits.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);
+  }
+}
+
+void LlmModel::forward_decode_graph(int64_t n_rows, const Tensor& ids, const Tensor& pos,
+                                    const Tensor& slots, KvCache& cache, Tensor& logits,
+                                    ForwardScratch& s) const {
+  const LlmConfig& c = config_;
+  const int64_t b = n_rows;
+  // The fixed layout of the graphs' input buffer for b rows:
+  //   [ids b | positions b | slots b | logit rows b | table tokens 3b | tiles 2 | blocks ...];
+  // the block tables are data (each token names its table's offset), so their total length may
+  // change between replays within the buffer's capacity.
+  int64_t n_blocks = 0, max_splits = 1;
+  for (const PagedRow& r : s.paged) {
+    n_blocks += int64_t(r.block_table.size());
+    max_splits = std::max(max_splits, (r.start_pos + kPagedSplitKeys) / kPagedSplitKeys);
+  }
+  const int64_t fixed = 7 * b + 2, need = fixed + n_blocks;
+  auto grow = [&](Tensor& buf, const Shape& shape, DType dtype) {
+    buf = Tensor::empty(shape, dtype, Device::cuda);
+    s.graphs.clear();  // the graphs point into the old buffer
+  };
+  if (!s.graph_input.defined() || s.graph_input.numel() < need)
+    grow(s.graph_input, {std::max<int64_t>(2 * need, 4096)}, DType::i32);
+  if (!s.graph_logits.defined() || s.graph_logits.dim(0) < b)
+    grow(s.graph_logits, {std::max<int64_t>(b, 8), c.vocab_size}, DType::f32);
+  Tensor staged = s.host.alloc({need}, DType::i32);
+  int32_t* st = staged.data<int32_t>();
+  std::copy_n(ids.data<int32_t>(), b, st);
+  std::copy_n(pos.data<int32_t>(), b, st + b);
+  std::copy_n(slots.data<int32_t>(), b, st + 2 * b);
+  for (int64_t i = 0; i < b; ++i) st[3 * b + i] = int32_t(i);
+  int32_t* tok = st + 4 * b;
+  int32_t* blocks = st + fixed;
+  int64_t off = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    const PagedRow& r = s.paged[size_t(i)];
+    tok[3 * i] = int32_t(r.start_pos);
+    tok[3 * i + 1] = int32_t(off);
+    tok[3 * i + 2] = int32_t(i);  // every token has a split slot
+    std::copy(r.block_table.begin(), r.block_table.end(), blocks + off);
+    off += int64_t(r.block_table.size());
+  }
+  st[7 * b] = st[7 * b + 1] = 0;  // no prefill tiles
+  Tensor in = s.graph_input.slice0(0, need);
+  in.copy_from(staged);
+
+  const Tensor& buf = s.graph_input;
+  Tensor d_ids = buf.slice0(0, b), d_pos = buf.slice0(b, 2 * b), d_slots = buf.slice0(2 * b, 3 * b);
+  Tensor d_rows = buf.slice0(3 * b, 4 * b);
+  PagedTables& tb = s.tables;
+  tb.tokens = buf.slice0(4 * b, 7 * b).reshape({b, 3});
+  tb.tiles = buf.slice0(7 * b, 7 * b + 2).reshape({1, 2});
+  // The graph reads up to the buffer's end: the capacity, not this step's length, is its shape.
+  tb.blocks = buf.slice0(fixed, buf.numel());
+  tb.n_tiles = 0;
+  tb.split_tokens = b;
+  tb.max_splits = max_splits;
+  Tensor out = s.graph_logits.slice0(0, b);
+  const StepInputs step{&d_pos, &d_slots, s.paged, &tb};
+  s.graphs.run({b, max_splits, 0},
+               [&] { run_device(step, d_ids, d_rows, cache, s.pool, s.host, out); });
+  const bool softcap = c.final_logit_softcapping > 0;
+  if (s.logits_on_device && !softcap) {
+    logits = out;
+  } else {
+    logits = s.host.alloc({b, c.vocab_size}, DType::f32);
+    logits.copy_from(out);
+  }
+}
+
+void LlmModel::run_device(const StepInputs& step, const Tensor& ids, const Tensor& out_rows,
+                          KvCache& cache, Pool& pool, Pool& host, Tensor& dev_logits) const {
+  const LlmConfig& c = config_;
+  const FamilySpec spec = family_spec(c);
+  const int64_t n_tok = ids.dim(0), n_out = dev_logits.dim(0);
   const int64_t h_dim = c.hidden_size;
   Tensor h = pool.alloc({n_tok, h_dim}, dtype_);  // the residual stream
   embedding(weights_.embed, ids, h);
   if (spec.embed_scale) scale(h, bf16_to_f32(f32_to_bf16(std::sqrt(float(h_dim)))), h);
   Tensor x = pool.alloc({n_tok, h_dim}, dtype_);
   Tensor y = pool.alloc({n_tok, h_dim}, dtype_);
-  const StepInputs step{&pos, &slots, s.paged, on_host ? nullptr : &s.tables};
   // Each residual add and the norm after it are one add_rms_norm (add then rms_norm on the
   // CPU, one kernel on CUDA).
   rms_norm(h, weights_.layers[0].attn_norm, c.rms_norm_eps, x);
@@ -227,11 +320,8 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     else
       add(h, y, h);
   }
-  const bool softcap = c.final_logit_softcapping > 0;
-  const bool keep_on_device = !on_host && s.logits_on_device && !softcap;
-  Tensor dev_logits = pool.alloc({n_out, c.vocab_size}, DType::f32);
-  logits = on_host || keep_on_device ? dev_logits : host.alloc({n_out, c.vocab_size}, DType::f32);
   if (n_out == 0) return;
+  const bool on_host = device_ == Device::cpu;
   // The rows that want logits, gathered (the embedding op over h), normed, projected.
   Tensor sel = pool.alloc({n_out, h_dim}, dtype_);
   embedding(h, out_rows.slice0(0, n_out), sel);
@@ -252,12 +342,6 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     MatmulOptions opt;
     opt.trans_b = true;
     matmul(normed, weights_.lm_head, dev_logits, opt);
-  }
-  if (!on_host && !keep_on_device) logits.copy_from(dev_logits);
-  if (softcap) {
-    const float cap = c.final_logit_softcapping;
-    float* p = logits.data<float>();
-    for (int64_t i = 0; i < logits.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "engine/ops/paged_attention.h"
 #include "engine/pool.h"
+#include "engine/step_graphs.h"
 #include "engine/tensor.h"
 #include "llm/config.h"
 #include "llm/kv_cache.h"
@@ -34,6 +35,8 @@ struct BatchRow {
   bool logits_all = false;               // logits of every new token (prefill parity checks)
 };
 
+struct StepInputs;  // llm/blocks.h
+
 struct Batch {
   std::vector<BatchRow> rows;
 };
@@ -47,8 +50,14 @@ struct ForwardScratch {
   std::vector<int32_t> logit_rows;  // token indices whose logits are returned
   PagedTables tables;               // the rows on the device (CUDA)
   // CUDA: leave the logits on the device instead of copying them to the host (a benchmark
-  // of the forward pass alone; sampling reads host logits).
+  // of the forward pass alone; sampling reads host logits). Valid until the next forward.
   bool logits_on_device = false;
+  // CUDA decode steps (every row one token that wants its logits; dense families): graphs
+  // keyed by (rows, key chunks of the longest row), and the fixed device buffers they read
+  // (the step's i32 inputs, uploaded before each launch) and write (the logits).
+  // PARLEY_CUDA_GRAPHS=0 runs every step eagerly.
+  StepGraphs graphs;
+  Tensor graph_input, graph_logits;
 };
 
 struct LlmLoadOptions {
@@ -82,6 +91,15 @@ class LlmModel {
   void forward(const Batch& batch, KvCache& cache, Tensor& logits, ForwardScratch& scratch) const;
 
  private:
+  // A decode step through ForwardScratch::graphs (forward's inputs staged on the host).
+  void forward_decode_graph(int64_t n_rows, const Tensor& ids, const Tensor& pos,
+                            const Tensor& slots, KvCache& cache, Tensor& logits,
+                            ForwardScratch& s) const;
+  // The device work of a forward: ids (i32 [T]) to dev_logits (f32 [n_out, vocab]) of the
+  // tokens out_rows names; the step's other inputs on the model's device.
+  void run_device(const StepInputs& step, const Tensor& ids, const Tensor& out_rows, KvCache& cache,
+                  Pool& pool, Pool& host, Tensor& dev_logits) const;
+
   LlmConfig config_;
   LlmWeights weights_;
   Device device_ = Device::cpu;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -380,6 +381,67 @@ TEST_F(CudaLlm, BatchedRowsMatchRowsAlone) {
     EXPECT_EQ(std::max_element(t, t + vocab) - t,
               std::max_element(logits.data<float>(), logits.data<float>() + vocab) -
                   logits.data<float>());
+  }
+}
+
+// Decode steps through CUDA graphs (ForwardScratch::graphs) give exactly the logits of the
+// same steps run eagerly: three rows at different contexts, the longest crossing 256 keys (a
+// new key chunk: a new graph), a row leaving and coming back (another row count).
+TEST_F(CudaLlm, GraphedDecodeStepsMatchEagerSteps) {
+  test::TempDir tmp("cuda_graphs");
+  for (const char* family : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"}) {
+    const LlmModel m = LlmModel::load(test::write_tiny(tmp, family), {Device::cuda, DType::bf16});
+    const int64_t vocab = m.config().vocab_size;
+    const std::vector<int64_t> start = {250, 9, 100};  // the first crosses 256 keys
+    auto run = [&](bool graphs, uint64_t* replays) {
+      if (!graphs) setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+      KvCache cache(m.config(), 96, Device::cuda, DType::bf16);
+      std::vector<std::vector<int32_t>> tables(3, std::vector<int32_t>(32));
+      for (int r = 0; r < 3; ++r) std::iota(tables[r].rbegin(), tables[r].rend(), 32 * r);
+      ForwardScratch s(Device::cuda);
+      Tensor logits;
+      Batch prefill;
+      std::vector<std::vector<int32_t>> prompts;
+      for (int r = 0; r < 3; ++r) prompts.push_back(tokens(start[size_t(r)], r + 1, vocab));
+      for (int r = 0; r < 3; ++r) prefill.rows.push_back({prompts[size_t(r)], 0, tables[r], true});
+      m.forward(prefill, cache, logits, s);
+      std::vector<int32_t> nx = {5, 6, 7};
+      std::vector<int64_t> pos = start;
+      std::vector<float> all;
+      for (int i = 0; i < 24; ++i) {
+        Batch b;
+        std::vector<int> live;
+        for (int r = 0; r < 3; ++r)
+          if (!(r == 1 && i >= 10 && i < 14)) live.push_back(r);  // row 1 sits out 4 steps
+        for (int r : live)
+          b.rows.push_back({std::span(nx).subspan(size_t(r), 1), int32_t(pos[size_t(r)]++),
+                            tables[size_t(r)], true});
+        m.forward(b, cache, logits, s);
+        all.insert(all.end(), logits.data<float>(), logits.data<float>() + logits.numel());
+        for (size_t j = 0; j < live.size(); ++j) {
+          const float* l = logits.data<float>() + int64_t(j) * vocab;
+          nx[size_t(live[j])] = int32_t(std::max_element(l, l + vocab) - l);
+        }
+      }
+      if (replays) *replays = s.graphs.replays();
+      unsetenv("PARLEY_CUDA_GRAPHS");
+      return all;
+    };
+    uint64_t replays = 0;
+    const std::vector<float> eager = run(false, nullptr);
+    const std::vector<float> graphed = run(true, &replays);
+    ASSERT_EQ(eager.size(), graphed.size()) << family;
+    size_t first = eager.size();
+    float worst = 0;
+    for (size_t i = 0; i < eager.size(); ++i)
+      if (eager[i] != graphed[i]) {
+        first = std::min(first, i);
+        worst = std::max(worst, std::abs(eager[i] - graphed[i]));
+      }
+    EXPECT_EQ(first, eager.size())
+        << family << ": graphed decode steps differ from eager ones, "
+        << "first at logit " << first << " (of " << eager.size() << "), max |diff| " << worst;
+    EXPECT_GE(replays, 12u) << family;
   }
 }
 

@@ -185,6 +185,8 @@ __device__ __forceinline__ void wait_for_inputs() {
 
 // Whether stream() is capturing a graph now.
 bool capturing();
+// Marks that a buffer captured graphs may point into has moved (scratch_generation()).
+void bump_scratch_generation();
 // Whether launches now may overlap their predecessor's tail: a capture begun with
 // programmatic = true (begin_capture, device.h) is in progress, and PARLEY_PDL is not 0.
 bool programmatic_capture();
@@ -263,6 +265,7 @@ class LastBlockCounters {
       counters_ = nullptr;
       size_ = 0;
     }
+    bump_scratch_generation();  // graphs captured with the old counters are stale
     check_cuda(cudaMalloc(&counters_, size_t(want) * sizeof(int)),
                (op + "cudaMalloc (counters)").c_str());
     check_cuda(cudaMemsetAsync(counters_, 0, size_t(want) * sizeof(int), stream()),

@@ -149,6 +149,8 @@ void reserve_scratch(size_t bytes) { Scratch reserve(bytes); }
 
 uint64_t scratch_generation() { return g_scratch_generation.load(); }
 
+void bump_scratch_generation() { g_scratch_generation.fetch_add(1); }
+
 bool capturing() {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream(), &status), "cudaStreamIsCapturing");
