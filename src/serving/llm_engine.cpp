@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -33,10 +34,42 @@ std::vector<int32_t> eos_ids(const LlmConfig& config, const Tokenizer& tokenizer
   return ids;
 }
 
-// One choice's decoding state: its blocks, sampler, detokenizer and stop matcher.
+// The pool's blocks: kv_cache_gb's worth, else kv_rows rows at full context; at least one row.
+int64_t pool_blocks(const LlmModel& model, int64_t max_context, const LlmEngineOptions& o) {
+  const LlmConfig& c = model.config();
+  const int64_t row = KvCache::blocks_for(max_context);
+  if (o.kv_cache_gb <= 0) return row * std::max<int64_t>(1, o.kv_rows);
+  const double block_bytes = 2.0 * double(c.n_layers * KvCache::kBlockSize * c.n_kv_heads *
+                                          c.head_dim * int64_t(dtype_size(model.dtype())));
+  return std::max(row, int64_t(o.kv_cache_gb * double(1ull << 30) / block_bytes));
+}
+
+// The KV tiers' model identity: the config's shape fields, the KV dtype, and bytes of the
+// weights (embedding rows, the final norm) so two fine-tunes of one architecture differ.
+BlockHash model_fingerprint(const LlmModel& model) {
+  const LlmConfig& c = model.config();
+  std::string id = c.model_type;
+  for (int64_t v : {c.vocab_size, c.hidden_size, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                    c.intermediate_size, c.num_experts, c.sliding_window, int64_t(model.dtype())})
+    id += "|" + std::to_string(v);
+  id += "|" + std::to_string(c.rope_theta) + "|" + std::to_string(c.rms_norm_eps);
+  const auto add = [&](const Tensor& t) {
+    if (!t.defined() || t.numel() == 0) return;
+    const Tensor host = t.to(Device::cpu);
+    id.append(static_cast<const char*>(host.data<void>()), host.nbytes());
+  };
+  const LlmWeights& w = model.weights();
+  if (w.embed.defined() && w.embed.ndim() == 2 && w.embed.dim(0) > 0)
+    add(w.embed.slice0(0, std::min<int64_t>(4, w.embed.dim(0))));
+  add(w.final_norm);
+  const std::vector<uint8_t> bytes(id.begin(), id.end());
+  return siphash128(0x6b762d6d6f64656cull, 0x66696e6765727072ull, bytes);
+}
+
+// One choice's decoding state: its pool request, sampler, detokenizer and stop matcher.
 struct Choice {
   int index = 0;  // in the request
-  std::vector<int32_t> blocks;
+  KvRequestId id = 0;
   std::optional<RowSampling> sampler;
   std::optional<StreamDecoder> decoder;
   StopMatcher stops;
@@ -82,23 +115,33 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
       tokenizer_(tokenizer),
       options_(options),
       max_context_(resolve_context(model.config(), options.max_context)),
-      cache_(model.config(),
-             KvCache::blocks_for(max_context_) * std::max<int64_t>(1, options.kv_rows),
-             model.device(), model.dtype()),
+      cache_(model.config(), pool_blocks(model, max_context_, options), model.device(),
+             model.dtype()),
+      tiers_(std::make_unique<KvTiers>(
+          KvTierOptions{uint64_t(std::max(0.0, options.kv_ram_gb) * double(1ull << 30)),
+                        options.kv_cache_dir, model_fingerprint(model)},
+          cache_.block_bytes())),
+      pool_(cache_, tiers_.get()),
       scratch_(model.device()) {
   check_arg(options_.prefill_chunk >= 1, "[llm] prefill_chunk must be at least 1");
-  free_blocks_.reserve(size_t(cache_.n_blocks()));
-  for (int64_t b = cache_.n_blocks() - 1; b >= 0; --b) free_blocks_.push_back(int32_t(b));
 }
 
-std::vector<int32_t> LlmEngine::take_blocks(int64_t n) {
-  std::vector<int32_t> out(free_blocks_.end() - n, free_blocks_.end());
-  free_blocks_.resize(free_blocks_.size() - size_t(n));
-  return out;
+LlmEngine::~LlmEngine() {
+  try {
+    pool_.persist();
+  } catch (const std::exception& e) {
+    std::cerr << "[llm] writing the KV cache folder failed: " << e.what() << std::endl;
+  }
 }
 
-void LlmEngine::give_blocks(const std::vector<int32_t>& blocks) {
-  free_blocks_.insert(free_blocks_.end(), blocks.begin(), blocks.end());
+KvPoolStats LlmEngine::kv_stats() {
+  std::lock_guard lock(mutex_);
+  return pool_.stats();
+}
+
+KvTierStats LlmEngine::kv_tier_stats() {
+  std::lock_guard lock(mutex_);
+  return tiers_->stats();
 }
 
 GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCallback& on_token) {
@@ -124,7 +167,9 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
 
   std::lock_guard lock(mutex_);
   const int64_t blocks_each = KvCache::blocks_for(n_prompt + max_new);
-  check(blocks_each * request.n <= int64_t(free_blocks_.size()), ErrorKind::resource_exhausted,
+  // One request at a time: every block is free or evictable, so the worst case (no sharing)
+  // fitting the pool means every allocate below succeeds.
+  check(blocks_each * request.n <= cache_.n_blocks(), ErrorKind::resource_exhausted,
         "[llm] " + std::to_string(request.n) + " choices of " + std::to_string(n_prompt + max_new) +
             " tokens need " + std::to_string(blocks_each * request.n) +
             " KV blocks; the cache holds " + std::to_string(cache_.n_blocks()));
@@ -134,36 +179,50 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
   for (int i = 0; i < request.n; ++i) {
     auto c = std::make_unique<Choice>();
     c->index = i;
-    c->blocks = take_blocks(blocks_each);
+    c->id = next_request_++;
     c->sampler.emplace(params, vocab, request.prompt, eos, uint64_t(i));
     c->decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
     c->stops = StopMatcher(params.stop);
     choices.push_back(std::move(c));
   }
   struct Release {
-    LlmEngine& engine;
+    KvPool& pool;
     std::vector<std::unique_ptr<Choice>>& choices;
     ~Release() {
-      for (auto& c : choices) engine.give_blocks(c->blocks);
+      for (auto& c : choices) pool.free(c->id);
     }
-  } release{*this, choices};
+  } release{pool_, choices};
+  const auto allocate = [&](KvRequestId id, int64_t n_tokens) {
+    check(pool_.allocate(id, n_tokens), ErrorKind::internal,
+          "[llm] the KV pool could not allocate " + std::to_string(n_tokens) + " tokens");
+  };
 
   GenerateResult result;
   result.prompt_tokens = n_prompt;
+  const KvRequestId first = choices.front()->id;
+  result.cached_tokens = pool_.lookup_prefix(first, request.prompt, request.cache_salt);
   Tensor logits;
   Batch batch;
   std::vector<RowSampling*> rows;
   std::vector<Choice*> active;
   std::vector<SampleResult> samples;
 
-  // Prefill: every choice's row over the same chunk; the last chunk asks for logits.
-  for (int64_t at = 0; at < n_prompt; at += options_.prefill_chunk) {
+  // Prefill of the uncached part, once; the last chunk asks for logits. The other choices
+  // fork the prompt's blocks and start from the same logits.
+  allocate(first, n_prompt - result.cached_tokens);
+  for (int64_t at = result.cached_tokens; at < n_prompt; at += options_.prefill_chunk) {
     const int64_t len = std::min(options_.prefill_chunk, n_prompt - at);
     batch.rows.clear();
-    for (auto& c : choices)
-      batch.rows.push_back({std::span(request.prompt).subspan(size_t(at), size_t(len)), int32_t(at),
-                            c->blocks, at + len == n_prompt, false});
+    batch.rows.push_back({std::span(request.prompt).subspan(size_t(at), size_t(len)), int32_t(at),
+                          pool_.block_table(first), at + len == n_prompt, false});
     model_.forward(batch, cache_, logits, scratch_);
+  }
+  pool_.commit(first, n_prompt);
+  for (size_t i = 1; i < choices.size(); ++i) pool_.fork(first, choices[i]->id);
+  if (request.n > 1) {
+    Tensor each = Tensor::empty({request.n, int64_t(vocab)}, DType::f32);
+    for (int i = 0; i < request.n; ++i) each.slice0(i, i + 1).copy_from(logits.slice0(0, 1));
+    logits = each;
   }
 
   int64_t pos = n_prompt;
@@ -204,13 +263,23 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
           c->out.finish = ChoiceFinish::cancelled;
         }
     }
-    batch.rows.clear();
+    // Every row's block first (a choice writing into a block it shares gets its own copy),
+    // then the rows: a table changes only in its own allocate.
+    active.clear();
     for (auto& c : choices)
-      if (!c->done)
-        batch.rows.push_back({std::span(&c->next_token, 1), int32_t(pos), c->blocks, true, false});
-    if (batch.rows.empty()) break;
+      if (!c->done) {
+        pool_.append_tokens(c->id, std::span(&c->next_token, 1));
+        allocate(c->id, 1);
+        active.push_back(c.get());
+      }
+    if (active.empty()) break;
+    batch.rows.clear();
+    for (Choice* c : active)
+      batch.rows.push_back(
+          {std::span(&c->next_token, 1), int32_t(pos), pool_.block_table(c->id), true, false});
     model_.forward(batch, cache_, logits, scratch_);
     ++pos;
+    for (Choice* c : active) pool_.commit(c->id, pos);
   }
   for (auto& c : choices) result.choices.push_back(std::move(c->out));
   return result;

@@ -3,15 +3,18 @@
 // RowSampling per choice (sampling/sampler.h), stop tokens and stop strings, streamed text
 // that never splits a UTF-8 character (StreamDecoder + StopMatcher), logprobs, cancellation.
 //
-// One request at a time; its n choices run as rows of one batched forward (each with the
-// prompt prefilled in its own KV blocks: sharing the prompt's blocks is the prefix cache's
-// work, issue 25, and so is batching requests with each other). The engine owns the KV
-// blocks of its model and hands them out per request from a free list; the scheduler's
-// KvPool replaces that list.
+// One request at a time; its n choices run as rows of one batched forward. The KV blocks come
+// from a KvPool (serving/kv_pool.h) with its prefix cache: a prompt whose leading full blocks
+// are cached (an earlier prompt, or an earlier answer that a follow-up turn repeats) skips
+// their prefill; the prompt is prefilled once and the n choices fork its blocks (the shared
+// partial block copied on the first write); the computed prompt and output blocks are
+// published when the request ends. Batching requests with each other is the scheduler's work
+// (issue 25 item 1), over the same pool.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -20,6 +23,8 @@
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "sampling/sampler.h"
+#include "serving/kv_pool.h"
+#include "serving/kv_tiers.h"
 #include "text/tokenizer.h"
 
 namespace parley {
@@ -33,12 +38,21 @@ struct LlmEngineOptions {
   int64_t kv_rows = 1;
   // Prompt tokens per prefill call (a row's chunk); bounds the activations' memory.
   int64_t prefill_chunk = 512;
+  // The KV pool's size in GiB (`--kv-cache-gb`); 0: kv_rows rows at max_context. At least
+  // one row at max_context either way.
+  double kv_cache_gb = 0;
+  // The prefix cache's RAM tier in GiB of host memory (0: none) and SSD tier folder
+  // (`--kv-cache-dir`; empty: none). Blocks evicted from the pool go there; the SSD tier is
+  // written at eviction and when the engine is destroyed, and read back by a later process.
+  double kv_ram_gb = 0;
+  std::string kv_cache_dir;
 };
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams params;        // max_tokens none: up to the context length
   int n = 1;                    // choices, each its own random stream (stream = index)
+  std::string cache_salt;       // the prefix cache's namespace: only equal salts share blocks
 };
 
 // Why a choice ended: a stop token or stop string, max_tokens or the context, or the
@@ -58,6 +72,7 @@ struct GenerateResult {
   std::vector<ChoiceOutput> choices;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // accepted tokens over all choices
+  int64_t cached_tokens = 0;      // prompt tokens whose KV came from the prefix cache
 };
 
 // Streaming: called on the engine's thread after each accepted token of a choice, with
@@ -74,6 +89,7 @@ SamplingParams generation_defaults(const std::string& model_dir);
 class LlmEngine {
  public:
   LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options = {});
+  ~LlmEngine();  // the cached blocks onto the SSD tier, when there is one
 
   const LlmModel& model() const { return model_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
@@ -86,18 +102,20 @@ class LlmEngine {
   // Serialized: a second caller waits for the first.
   GenerateResult generate(const GenerateRequest& request, const TokenCallback& on_token = {});
 
- private:
-  std::vector<int32_t> take_blocks(int64_t n);
-  void give_blocks(const std::vector<int32_t>& blocks);
+  KvPoolStats kv_stats();
+  KvTierStats kv_tier_stats();
 
+ private:
   const LlmModel& model_;
   const Tokenizer& tokenizer_;
   LlmEngineOptions options_;
   int64_t max_context_;
   std::mutex mutex_;  // one request at a time
   KvCache cache_;
+  std::unique_ptr<KvTiers> tiers_;
+  KvPool pool_;
+  KvRequestId next_request_ = 1;
   ForwardScratch scratch_;
-  std::vector<int32_t> free_blocks_;
 };
 
 }  // namespace parley
