@@ -27,6 +27,9 @@ struct ServeCliOptions {
   std::string whisper;
   int64_t context = 0;
   int chat_queue = 64;
+  double kv_cache_gb = 0;
+  double kv_ram_gb = 0;
+  std::string kv_cache_dir;
   std::string residency = "resident";
   double max_body_mb = 25;
   int whisper_batch = 16;
@@ -52,6 +55,9 @@ void run_serve(ServeCliOptions opt) {
     c.load = llm_load_options(opt.device);
     c.queue_capacity = opt.chat_queue;
     c.engine.max_context = opt.context;
+    c.engine.kv_cache_gb = opt.kv_cache_gb;
+    c.engine.kv_ram_gb = opt.kv_ram_gb;
+    c.engine.kv_cache_dir = opt.kv_cache_dir;
     chat = std::make_unique<ChatService>(c);
     opt.model.clear();
   }
@@ -94,6 +100,15 @@ void add_serve_command(CLI::App& app) {
                   "(default: the built-in tiny.en)");
   cmd->add_option("--context", opt->context,
                   "Chat: longest prompt + output (default: the model's, at most 8192)");
+  cmd->add_option(
+         "--kv-cache-gb", opt->kv_cache_gb,
+         "Chat: KV cache (prefix cache) size in GiB (default: one request at full context)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-ram-gb", opt->kv_ram_gb,
+                  "Chat: host memory in GiB for KV blocks evicted from the cache (default: 0, off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-dir", opt->kv_cache_dir,
+                  "Chat: folder that keeps evicted KV blocks across restarts (default: none)");
   cmd->add_option("--chat-queue", opt->chat_queue, "Chat requests waiting beyond the running one")
       ->capture_default_str();
   cmd->add_option("--host", opt->http.host, "Address to listen on")->capture_default_str();

@@ -260,6 +260,11 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
       fail("best_of > 1 is not supported; use n", "best_of");
   }
   if (has(j, "n")) r.n = int(integer(j, "n", 1, 16));
+  if (has(j, "cache_salt")) {
+    if (!j["cache_salt"].is_string() || j["cache_salt"].get<std::string>().empty())
+      fail("'cache_salt' must be a non-empty string", "cache_salt");
+    r.cache_salt = j["cache_salt"].get<std::string>();
+  }
   if (has(j, "stream")) r.stream = boolean(j, "stream");
   if (has(j, "stream_options")) {
     const ojson& so = j["stream_options"];
@@ -286,7 +291,8 @@ std::string_view finish_reason(const ChoiceOutput& c) {
 nlohmann::json usage_json(const GenerateResult& r) {
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
-          {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+          {"total_tokens", r.prompt_tokens + r.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
 namespace {

@@ -29,6 +29,7 @@ struct ChatRequest {
   std::vector<int32_t> prompt_ids;  // completions: a prompt given as token ids
   SamplingParams params;
   int n = 1;
+  std::string cache_salt;  // vLLM's: the prefix cache shares blocks only within one salt
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt before the completion

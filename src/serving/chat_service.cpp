@@ -100,6 +100,7 @@ void ChatService::worker_loop() {
       req.prompt = prompt_ids(*job);
       req.params = job->params;
       req.n = job->n;
+      req.cache_salt = job->cache_salt;
       std::unique_lock<std::mutex> gpu;  // the GPU to itself (Whisper may share it)
       if (model_->device() == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
       result =

@@ -48,6 +48,7 @@ struct ChatJob {
   std::vector<int32_t> prompt_ids;  // non-empty: used instead of `prompt`
   SamplingParams params;
   int n = 1;
+  std::string cache_salt;  // the prefix cache's namespace (GenerateRequest::cache_salt)
   // Streaming: each accepted token's text as it is released (may be empty), on the worker.
   std::function<void(int choice, const std::string& delta, const SampleResult& sample)> on_token;
   // Called once, last: the result and the prompt's token count, or the exception that

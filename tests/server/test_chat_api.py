@@ -100,6 +100,18 @@ def test_chat_completion_shape_and_usage(client):
     assert r.usage.total_tokens == r.usage.prompt_tokens + 12
 
 
+def test_prefix_cache_reports_cached_tokens(client):
+    msgs = [{"role": "user", "content": "Tell me about the history of tea. " * 12}]
+    first = chat(client, messages=msgs, max_tokens=4)
+    again = chat(client, messages=msgs, max_tokens=4)
+    assert again.choices[0].message.content == first.choices[0].message.content
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    assert 16 <= cached < again.usage.prompt_tokens and cached % 16 == 0
+    salted = chat(client, messages=msgs, max_tokens=4, extra_body={"cache_salt": "tenant-b"})
+    assert salted.usage.prompt_tokens_details.cached_tokens == 0
+    assert salted.choices[0].message.content == first.choices[0].message.content
+
+
 def test_stream_equals_whole_answer(client):
     whole = chat(client, extra_body={"ignore_eos": True}).choices[0].message.content
     chunks = list(chat(client, stream=True, stream_options={"include_usage": True},
