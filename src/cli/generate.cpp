@@ -99,7 +99,9 @@ void run_generate(const GenerateOptions& opt) {
   if (opt.threads > 0) set_cpu_threads(opt.threads);
   const LlmModel model = LlmModel::load(opt.model, llm_load_options(opt.device));
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
-  LlmEngine engine(model, tokenizer, {.max_context = opt.context});
+  LlmEngineOptions engine_options;
+  engine_options.max_context = opt.context;
+  LlmEngine engine(model, tokenizer, engine_options);
   GenerateRequest req;
   req.prompt = tokenizer.encode(opt.prompt, /*add_special_tokens=*/true);
   req.params = sampling_params(opt.model, opt.sampling);
@@ -124,7 +126,9 @@ void run_chat(const GenerateOptions& opt) {
   const LlmModel model = LlmModel::load(opt.model, llm_load_options(opt.device));
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   const LoadedChatTemplate tmpl = load_llm_chat_template(opt.model);
-  LlmEngine engine(model, tokenizer, {.max_context = opt.context});
+  LlmEngineOptions engine_options;
+  engine_options.max_context = opt.context;
+  LlmEngine engine(model, tokenizer, engine_options);
   const SamplingParams params = sampling_params(opt.model, opt.sampling);
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

@@ -119,17 +119,6 @@ bool parse_bool(const std::string& v, const std::string& param) {
                                  param, "invalid_value"));
 }
 
-double parse_number(const std::string& v, const std::string& param) {
-  double x = 0;
-  const char* end = v.data() + v.size();
-  const auto [ptr, ec] = std::from_chars(v.data(), end, x);
-  if (ec != std::errc() || ptr != end || !std::isfinite(x)) {
-    throw ApiException(bad_request("[request] '" + param + "' must be a number, got '" + v + "'",
-                                   param, "invalid_value"));
-  }
-  return x;
-}
-
 ApiError not_yet(const std::string& what, const std::string& param) {
   return bad_request("[request] " + what + " is not supported yet by this parley server", param,
                      "unsupported");
@@ -188,14 +177,7 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
   if (const auto v = single(f, "language"); v && !v->empty()) r.language = *v;
   if (const auto v = single(f, "prompt"); v && !v->empty()) r.prompt = *v;
   if (const auto v = single(f, "response_format")) {
-    static const std::vector<std::string> formats = {"json", "text", "srt", "verbose_json", "vtt"};
-    if (std::find(formats.begin(), formats.end(), *v) == formats.end()) {
-      throw ApiException(
-          bad_request("[request] 'response_format' must be one of json, text, "
-                      "srt, verbose_json, vtt; got '" +
-                          *v + "'",
-                      "response_format", "invalid_value"));
-    }
+    check_response_format(*v);
     r.response_format = *v;
   }
   if (const auto v = single(f, "temperature")) {
@@ -250,6 +232,27 @@ AudioRequest validate(RawRequest raw, const std::string& task) {
 }
 
 }  // namespace
+
+double parse_number(const std::string& v, const std::string& param) {
+  double x = 0;
+  const char* end = v.data() + v.size();
+  const auto [ptr, ec] = std::from_chars(v.data(), end, x);
+  if (ec != std::errc() || ptr != end || !std::isfinite(x)) {
+    throw ApiException(bad_request("[request] '" + param + "' must be a number, got '" + v + "'",
+                                   param, "invalid_value"));
+  }
+  return x;
+}
+
+void check_response_format(const std::string& v) {
+  static const std::vector<std::string> formats = {"json", "text", "srt", "verbose_json", "vtt"};
+  if (std::find(formats.begin(), formats.end(), v) == formats.end()) {
+    throw ApiException(bad_request(
+        "[request] 'response_format' must be one of json, text, srt, verbose_json, vtt; got '" + v +
+            "'",
+        "response_format", "invalid_value"));
+  }
+}
 
 AudioRequest parse_audio_request(std::string_view content_type, std::string_view body,
                                  const std::string& task) {

@@ -48,4 +48,9 @@ OutputFormat output_format(const AudioRequest& r);
 AudioRequest parse_audio_request(std::string_view content_type, std::string_view body,
                                  const std::string& task);
 
+// A form or query field's number (finite), else ApiException 400 naming `param`.
+double parse_number(const std::string& v, const std::string& param);
+// json, text, srt, verbose_json or vtt, else ApiException 400 naming response_format.
+void check_response_format(const std::string& v);
+
 }  // namespace parley::server

@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "server/api_error.h"
+#include "server/audio_request.h"
 #include "server/multipart.h"
 #include "whisper/formats.h"
 
@@ -111,27 +112,6 @@ Fields create_fields(const SessionHttpRequest& req) {
                               "got Content-Type '" +
                                   type + "'",
                               "invalid_request_error", std::nullopt, "unsupported_media_type"});
-}
-
-double parse_number(const std::string& v, const std::string& param) {
-  double x = 0;
-  const char* end = v.data() + v.size();
-  const auto [ptr, ec] = std::from_chars(v.data(), end, x);
-  if (ec != std::errc() || ptr != end || !std::isfinite(x)) {
-    throw ApiException(bad_request("[request] '" + param + "' must be a number, got '" + v + "'",
-                                   param, "invalid_value"));
-  }
-  return x;
-}
-
-void check_response_format(const std::string& v) {
-  static const std::vector<std::string> formats = {"json", "text", "srt", "verbose_json", "vtt"};
-  if (std::find(formats.begin(), formats.end(), v) == formats.end()) {
-    throw ApiException(bad_request(
-        "[request] 'response_format' must be one of json, text, srt, verbose_json, vtt; got '" + v +
-            "'",
-        "response_format", "invalid_value"));
-  }
 }
 
 SessionConfig parse_create(const SessionHttpRequest& req, const std::string& model_id) {
