@@ -23,6 +23,7 @@
 #include "server/metrics.h"
 #include "server/realtime.h"
 #include "server/session_routes.h"
+#include "server/web_page.h"
 #include "whisper/formats.h"
 
 namespace parley::server {
@@ -218,8 +219,16 @@ class Session : public std::enable_shared_from_this<Session> {
       send(std::move(res));
       return;
     }
+    if (path == "/" || path == "/index.html") {  // the web page; it asks for the key itself
+      route_ = "/";
+      if (req.method() != http::verb::get && req.method() != http::verb::head)
+        return method_not_allowed("GET");
+      return send(response(http::status::ok, std::string(web_page()), "text/html; charset=utf-8"));
+    }
     if (!st_.opt.api_key.empty() && path != "/health") {
-      const std::string auth(req[http::field::authorization]);
+      const std::string auth = path == "/v1/realtime"
+                                   ? realtime_authorization(req)
+                                   : std::string(req[http::field::authorization]);
       // A realtime WebSocket also takes the ephemeral keys of /v1/realtime/client_secrets.
       const bool realtime_ok = path == "/v1/realtime" && st_.realtime->authorized(auth);
       if (auth != "Bearer " + st_.opt.api_key && !realtime_ok) {

@@ -3,6 +3,7 @@
 // time from a queue. The engine thread never waits here: job callbacks post to the strand.
 #include "server/realtime.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
@@ -44,7 +45,32 @@ std::shared_ptr<const vad::SileroModel> load_vad(const WhisperService& service) 
   return path.empty() ? nullptr : vad::SileroModel::load(path);
 }
 
+// The Sec-WebSocket-Protocol entries of a handshake (comma-separated tokens).
+std::vector<std::string> subprotocols(const http::request<http::string_body>& req) {
+  std::vector<std::string> out;
+  const auto header = req[http::field::sec_websocket_protocol];
+  std::string_view list(header.data(), header.size());
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string realtime_authorization(const http::request<http::string_body>& req) {
+  const auto auth = req[http::field::authorization];
+  if (!auth.empty()) return std::string(auth);
+  constexpr std::string_view kKeyPrefix = "openai-insecure-api-key.";
+  for (const std::string& p : subprotocols(req))
+    if (p.rfind(kKeyPrefix, 0) == 0) return "Bearer " + p.substr(kKeyPrefix.size());
+  return "";
+}
 
 class RealtimeConnection : public std::enable_shared_from_this<RealtimeConnection> {
  public:
@@ -53,12 +79,21 @@ class RealtimeConnection : public std::enable_shared_from_this<RealtimeConnectio
   ~RealtimeConnection() { hub_.forget(this); }
 
   void run(http::request<http::string_body> req) {
-    const bool beta = req["OpenAI-Beta"].find("realtime=v1") != beast::string_view::npos;
-    const auto auth = req[http::field::authorization];
-    json preset = hub_.preset(std::string_view(auth.data(), auth.size()));
+    const auto protocols = subprotocols(req);
+    const auto offered = [&](std::string_view p) {
+      return std::find(protocols.begin(), protocols.end(), p) != protocols.end();
+    };
+    const bool beta = req["OpenAI-Beta"].find("realtime=v1") != beast::string_view::npos ||
+                      offered("openai-beta.realtime-v1");
+    json preset = hub_.preset(realtime_authorization(req));
+    // A browser that offers subprotocols fails the handshake unless one is chosen.
+    const bool realtime_protocol = offered("realtime");
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-    ws_.set_option(websocket::stream_base::decorator(
-        [](websocket::response_type& res) { res.set(http::field::server, "parley"); }));
+    ws_.set_option(
+        websocket::stream_base::decorator([realtime_protocol](websocket::response_type& res) {
+          res.set(http::field::server, "parley");
+          if (realtime_protocol) res.set(http::field::sec_websocket_protocol, "realtime");
+        }));
     ws_.read_message_max(kMaxMessage);
     std::weak_ptr<RealtimeConnection> weak = weak_from_this();
     auto emit = [weak](std::string event) {

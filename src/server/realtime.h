@@ -22,6 +22,12 @@ namespace parley::server {
 
 class RealtimeConnection;
 
+// The credentials of a realtime handshake as "Bearer TOKEN": the Authorization header, or
+// (browsers cannot set headers on a WebSocket) the key of an `openai-insecure-api-key.KEY`
+// entry in Sec-WebSocket-Protocol, as OpenAI's browser clients send it; "" without either.
+std::string realtime_authorization(
+    const boost::beast::http::request<boost::beast::http::string_body>& request);
+
 class RealtimeHub {
  public:
   // api_key: the server's --api-key (empty: no authentication, keys are still issued).
