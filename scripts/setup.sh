@@ -23,6 +23,7 @@ packages=(
   libkissfft-dev libpcre2-dev                       # log-mel FFT, tokenizer regexes
   libutf8proc-dev                                   # tokenizer normalizers (NFC, NFKC)
   portaudio19-dev                                   # `parley dictate`'s microphone (optional)
+  chromium                                          # the web page's test (playwright drives it)
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
   python3 python3-pip                               # fetching the pinned model wheel
 )

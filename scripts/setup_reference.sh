@@ -73,6 +73,10 @@ pins=(
   annotated-types==0.8.0
   typing-extensions==4.16.0
   typing-inspection==0.4.5
+  # The web page's test (tests/server/test_web.py): playwright drives Debian's chromium
+  # (setup.sh) through executable_path; `playwright install` (a browser download) is never run.
+  playwright==1.65.2
+  greenlet==3.2.4
   pytest==9.2.0
   pluggy==1.7.0
   iniconfig==2.3.1
@@ -94,3 +98,4 @@ fi
 "$venv/bin/python" -c 'import onnxruntime; print("setup_reference: onnxruntime", onnxruntime.__version__)'
 "$venv/bin/python" -c 'import faster_whisper, ctranslate2, transformers; print("setup_reference: faster-whisper", faster_whisper.__version__, "ctranslate2", ctranslate2.__version__, "transformers", transformers.__version__)'
 "$venv/bin/python" -c 'import openai, pytest; print("setup_reference: openai", openai.__version__, "pytest", pytest.__version__)'
+"$venv/bin/python" -c 'import playwright.sync_api, importlib.metadata as m; print("setup_reference: playwright", m.version("playwright"))'
