@@ -27,7 +27,7 @@ OUTPUT = os.environ.get("PARLEY_TEST_OUTPUT", "build/test-output/web")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHAT_MODEL = os.path.join(ROOT, "models", "parley-chat-target")
 CLIP_SECONDS = 11.0  # jfk.wav
-HOLD = CLIP_SECONDS + 0.6
+HOLD = CLIP_SECONDS + 0.4
 
 if not os.access(CHROMIUM, os.X_OK):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
@@ -64,10 +64,12 @@ class Page:
         self.page.goto(server.url + "/")
 
     def hold_mic(self, seconds):
-        """Holds the mic button down for `seconds`; the interim texts seen meanwhile."""
+        """Holds the mic button down for `seconds` from when audio flows (the fake capture
+        starts the clip when the page opens the microphone); the interim texts seen."""
         box = self.page.locator("#mic").bounding_box()
         self.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         self.page.mouse.down()
+        self.page.wait_for_selector("#mic[data-capturing=true]", timeout=10000)
         interim, end = [], time.monotonic() + seconds
         while time.monotonic() < end:
             text = self.page.inner_text("#interim")
