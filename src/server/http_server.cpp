@@ -333,6 +333,7 @@ class Session : public std::enable_shared_from_this<Session> {
       job->prompt_ids = chat_req_.prompt_ids;
       job->params = chat_req_.params;
       job->n = chat_req_.n;
+      job->cache_salt = chat_req_.cache_salt;
       // Rendered and tokenized here, so a template error or an over-long prompt is a 400
       // before anything streams.
       job->prompt_ids = svc.prompt_ids(*job);
@@ -342,7 +343,6 @@ class Session : public std::enable_shared_from_this<Session> {
       return send_error(from_error(e), std::string(to_string(e.kind())));
     }
     const int64_t n_prompt = int64_t(job->prompt_ids.size());
-      job->cache_salt = chat_req_.cache_salt;
     const int64_t limit = svc.max_context();
     const int64_t wanted = n_prompt + (job->params.max_tokens ? *job->params.max_tokens : 1);
     if (n_prompt == 0 || wanted > limit) {
