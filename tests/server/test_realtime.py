@@ -151,9 +151,10 @@ def test_server_vad_pcm16_24k(rt):
         td = updated.session.audio.input.turn_detection
         assert (td.type, td.silence_duration_ms, td.prefix_padding_ms) == ("server_vad", 700, 300)
         t0 = time.monotonic()
-        # 100 ms chunks at real time (interim passes must have time to agree while the user
-        # speaks, also on a busy 2-core machine), then 1.5 s of silence to end the turn.
-        stream(conn, pcm + b"\0" * (24000 * 2 * 3 // 2), 4800, 0.1, 1.0)
+        # 100 ms chunks at half real time (interim passes must have time to agree while the
+        # user speaks, also on a busy 2-core machine where a pass takes ~1 s: at 1.5x a CI run
+        # saw none), then 1.5 s of silence to end the turn.
+        stream(conn, pcm + b"\0" * (24000 * 2 * 3 // 2), 4800, 0.1, 0.5)
         sent_at = time.monotonic()
         ev.wait(lambda e: e.type == "input_audio_buffer.speech_stopped")
         committed = ev.wait(lambda e: e.type == "input_audio_buffer.committed")
