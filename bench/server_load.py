@@ -35,12 +35,12 @@ def plan(client, request, args):
     return "medium" if args.medium_every and k % args.medium_every == 1 else "short"
 
 
-def multipart(path):
+def multipart(path, response_format="json"):
     boundary = "parleyload0123456789"
     data = open(path, "rb").read()
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"response_format\"\r\n\r\n"
-            f"json\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"{response_format}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
             f"filename=\"{os.path.basename(path)}\"\r\nContent-Type: application/octet-stream"
             f"\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
     return body, f"multipart/form-data; boundary={boundary}"

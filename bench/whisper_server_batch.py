@@ -20,46 +20,14 @@ import sys
 import time
 import urllib.request
 
+from server_load import multipart, pct, post  # the load test's request and percentile helpers
+
 CLIPS = {  # file -> words its transcript must contain
     "english.wav": ["one", "two", "three"],
     "jfk.wav": ["fellow", "country"],
     "stereo_diarization.wav": [],
     "hotwords.mp3": [],
 }
-
-
-def multipart(path):
-    boundary = "parleybatch0123456789"
-    data = open(path, "rb").read()
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"response_format\"\r\n\r\n"
-            f"verbose_json\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"{os.path.basename(path)}\"\r\nContent-Type: application/octet-stream"
-            f"\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    return body, f"multipart/form-data; boundary={boundary}"
-
-
-async def post(port, body, ctype, timeout):
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
-    try:
-        writer.write((f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                      f"Connection: close\r\n\r\n").encode() + body)
-        await writer.drain()
-        raw = await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        writer.close()
-    head, _, payload = raw.partition(b"\r\n\r\n")
-    return (int(head.split(b" ", 2)[1]) if head else 0), payload
-
-
-def pct(values, p):
-    values = sorted(values)
-    if not values:
-        return None
-    k = (len(values) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return round(values[lo] + (values[hi] - values[lo]) * (k - lo), 3)
 
 
 async def run_clients(port, work, clients, bodies, timeout):
@@ -71,7 +39,7 @@ async def run_clients(port, work, clients, bodies, timeout):
             t0 = time.perf_counter()
             error, duration = None, 0.0
             try:
-                status, payload = await post(port, body, ctype, timeout)
+                status, payload = await post("127.0.0.1", port, body, ctype, timeout)
                 if status != 200:
                     error = f"HTTP {status}: {payload[:200]!r}"
                 else:
@@ -125,7 +93,7 @@ def main():
     args = ap.parse_args()
 
     paths = {name: os.path.join(args.data, "audio", name) for name in CLIPS}
-    bodies = {name: multipart(p) for name, p in paths.items()}
+    bodies = {name: multipart(p, "verbose_json") for name, p in paths.items()}
     work = [name for _ in range(args.repeat) for name in CLIPS]
     ok = True
     for clients in args.clients:
