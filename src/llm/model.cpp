@@ -182,12 +182,13 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     }
   }
   const int64_t n_out = int64_t(s.logit_rows.size());
-  Tensor out_rows = host.alloc({std::max<int64_t>(n_out, 1)}, DType::i32);
-  std::copy(s.logit_rows.begin(), s.logit_rows.end(), out_rows.data<int32_t>());
   const bool softcap = c.final_logit_softcapping > 0;
   if (!on_host && decode_step && c.num_experts == 0 && StepGraphs::enabled()) {
     forward_decode_graph(n_tok, ids, pos, slots, cache, logits, s);
   } else {
+    // The graph path writes its logit rows into its own input layout; this one stages them.
+    Tensor out_rows = host.alloc({std::max<int64_t>(n_out, 1)}, DType::i32);
+    std::copy(s.logit_rows.begin(), s.logit_rows.end(), out_rows.data<int32_t>());
     if (!on_host) {
       // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
       make_paged_tables(s.paged, host, host, s.tables);
