@@ -31,9 +31,13 @@ const std::string kData = PARLEY_TEST_DATA;
 const std::string kJfk = kData + "/audio/jfk.wav";
 const std::string kV62 = kData + "/vad/silero_vad_v6.2.onnx";
 
-// A 16 kHz mono PCM s16 WAV of `samples` (clipped to [-1, 1)).
+// A 16 kHz mono PCM s16 WAV of `samples` (clipped to [-1, 1)). The name carries the
+// running test's name: ctest runs the tests of this file as parallel processes, and one
+// test rewriting a file that another test's parley has mapped ends that parley with SIGBUS.
 std::string write_wav(const std::string& name, const std::vector<float>& samples) {
-  const std::string path = testing::TempDir() + "/parley_vad_cli_" + name + ".wav";
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path = testing::TempDir() + "/parley_vad_cli_" +
+                           std::string(info ? info->name() : "none") + "_" + name + ".wav";
   std::ofstream f(path, std::ios::binary);
   auto u32 = [&](uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
   auto u16 = [&](uint16_t v) { f.write(reinterpret_cast<const char*>(&v), 2); };
