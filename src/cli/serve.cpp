@@ -30,6 +30,9 @@ struct ServeCliOptions {
   double kv_cache_gb = 0;
   double kv_ram_gb = 0;
   std::string kv_cache_dir;
+  int64_t max_batch_tokens = 8192;
+  int max_running = 8;
+  std::string mixed_prefill = "on";
   std::string residency = "resident";
   double max_body_mb = 25;
   int whisper_batch = 16;
@@ -58,6 +61,11 @@ void run_serve(ServeCliOptions opt) {
     c.engine.kv_cache_gb = opt.kv_cache_gb;
     c.engine.kv_ram_gb = opt.kv_ram_gb;
     c.engine.kv_cache_dir = opt.kv_cache_dir;
+    c.engine.max_batch_tokens = opt.max_batch_tokens;
+    c.engine.max_running = opt.max_running;
+    c.engine.mixed_prefill = opt.mixed_prefill == "on";
+    // Without --kv-cache-gb, every running request can reach the full context.
+    c.engine.kv_rows = opt.max_running;
     chat = std::make_unique<ChatService>(c);
     opt.model.clear();
   }
@@ -102,14 +110,28 @@ void add_serve_command(CLI::App& app) {
                   "Chat: longest prompt + output (default: the model's, at most 8192)");
   cmd->add_option(
          "--kv-cache-gb", opt->kv_cache_gb,
-         "Chat: KV cache (prefix cache) size in GiB (default: one request at full context)")
+         "Chat: KV cache (prefix cache) size in GiB (default: --max-running requests at full "
+         "context)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-ram-gb", opt->kv_ram_gb,
                   "Chat: host memory in GiB for KV blocks evicted from the cache (default: 0, off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-dir", opt->kv_cache_dir,
                   "Chat: folder that keeps evicted KV blocks across restarts (default: none)");
-  cmd->add_option("--chat-queue", opt->chat_queue, "Chat requests waiting beyond the running one")
+  cmd->add_option("--chat-queue", opt->chat_queue,
+                  "Chat requests waiting beyond the running ones (429 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--max-batch-tokens", opt->max_batch_tokens,
+                  "Chat: tokens per engine iteration (decode tokens first, then prefill chunks)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-running,--batch", opt->max_running,
+                  "Chat: requests batched together (1: one after another)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--mixed-prefill", opt->mixed_prefill,
+                  "Chat: prefill chunks share the decode rows' forward (on) or run after it (off)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--host", opt->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->http.port, "Port (0: any free port)")->capture_default_str();

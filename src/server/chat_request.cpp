@@ -295,6 +295,15 @@ nlohmann::json usage_json(const GenerateResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
+nlohmann::json timings_json(const GenerateResult& r) {
+  const GenerateTimings& t = r.timings;
+  return {{"queue_ms", t.queue_ms},
+          {"prefill_ms", t.prefill_ms},
+          {"first_token_ms", t.first_token_ms},
+          {"per_token_ms", t.per_token_ms},
+          {"preemptions", t.preemptions}};
+}
+
 namespace {
 
 nlohmann::json chat_token_logprob(const Tokenizer& tok, const SampleResult& s) {
@@ -357,6 +366,7 @@ nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
           {"model", meta.model},
           {"choices", choices},
           {"usage", usage_json(r)},
+          {"timings", timings_json(r)},
           {"system_fingerprint", "parley"}};
 }
 
@@ -395,6 +405,7 @@ nlohmann::json usage_chunk_json(const ChatRequest& req, const ResponseMeta& meta
           {"model", meta.model},
           {"choices", nlohmann::json::array()},
           {"usage", usage_json(r)},
+          {"timings", timings_json(r)},
           {"system_fingerprint", "parley"}};
 }
 

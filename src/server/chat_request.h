@@ -47,6 +47,9 @@ struct ResponseMeta {
 std::string new_response_id(bool chat);
 
 nlohmann::json usage_json(const GenerateResult& r);
+// The answer's `timings` extension (GenerateTimings): queue, prefill, first token and
+// per-token milliseconds, and the preemptions it went through.
+nlohmann::json timings_json(const GenerateResult& r);
 // A choice's logprobs in the route's shape (chat: {"content": [...]}; completions:
 // tokens / token_logprobs / top_logprobs / text_offset), null without logprobs.
 nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,

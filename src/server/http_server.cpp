@@ -250,8 +250,9 @@ class Session : public std::enable_shared_from_this<Session> {
                     json_dump(j), "application/json"));
     } else if (path == "/metrics") {
       if (!get) return method_not_allowed("GET");
-      send(response(http::status::ok, st_.metrics.render(st_.service.stats()),
-                    "text/plain; version=0.0.4; charset=utf-8"));
+      std::string text = st_.metrics.render(st_.service.stats());
+      if (st_.chat) text += render_chat_metrics(st_.chat->stats());
+      send(response(http::status::ok, text, "text/plain; version=0.0.4; charset=utf-8"));
     } else if (path == "/v1/models") {
       if (!get) return method_not_allowed("GET");
       nlohmann::json data = nlohmann::json::array({model_json()});
@@ -398,16 +399,19 @@ class Session : public std::enable_shared_from_this<Session> {
         }
       } else {
         o.ok = true;
-        result = *r;
-        if (!self->chat_req_.stream) {
-          o.body = json_dump(response_json(self->chat_req_, self->chat_meta_, *r, svc.tokenizer()));
+        result = std::move(*r);
+      }
+      // The answer's JSON is built on the connection's thread, not the engine's.
+      net::post(self->stream_.get_executor(), [self, gen, &svc, o = std::move(o),
+                                               result = std::move(result)]() mutable {
+        if (self->generation_ != gen) return;
+        if (o.ok && !self->chat_req_.stream) {
+          o.body =
+              json_dump(response_json(self->chat_req_, self->chat_meta_, *result, svc.tokenizer()));
           o.content_type = "application/json";
         }
-      }
-      net::post(self->stream_.get_executor(),
-                [self, gen, o = std::move(o), result = std::move(result)]() mutable {
-                  if (self->generation_ == gen) self->on_chat_done(std::move(o), result);
-                });
+        self->on_chat_done(std::move(o), result);
+      });
     };
     if (!svc.submit(job)) {
       return send_error(ApiError{429, "[serve] the chat model's queue is full; retry later",

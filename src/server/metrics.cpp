@@ -40,7 +40,66 @@ void scalar(std::ostream& o, const char* name, const char* type, const char* hel
   o << name << " " << value << "\n";
 }
 
+void histogram(std::ostream& o, const char* name, const char* help, const LatencyHistogram& h) {
+  header(o, name, "histogram", help);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    o << name << "_bucket{le=\"" << h.bounds[i] << "\"} " << cumulative << "\n";
+  }
+  o << name << "_bucket{le=\"+Inf\"} " << h.count << "\n";
+  o << name << "_sum " << h.sum << "\n" << name << "_count " << h.count << "\n";
+}
+
 }  // namespace
+
+std::string render_chat_metrics(const ChatStats& c) {
+  std::ostringstream o;
+  o.precision(10);
+  const LlmEngineStats& e = c.engine;
+  scalar(o, "parley_chat_requests_total", "counter", "Chat and completion requests ended.",
+         c.requests);
+  scalar(o, "parley_chat_prompt_tokens_total", "counter", "Prompt tokens of ended requests.",
+         c.prompt_tokens);
+  scalar(o, "parley_chat_generated_tokens_total", "counter", "Tokens sampled, all requests.",
+         e.generated_tokens);
+  scalar(o, "parley_chat_cached_prompt_tokens_total", "counter",
+         "Prompt tokens of ended requests whose KV came from the prefix cache.", c.cached_tokens);
+  scalar(o, "parley_chat_requests_waiting", "gauge",
+         "Chat requests waiting for a place in the batch.", c.queued);
+  scalar(o, "parley_chat_requests_running", "gauge", "Chat requests in the batch.", c.running);
+  scalar(o, "parley_chat_iterations_total", "counter", "Scheduler iterations that ran rows.",
+         e.scheduler.iterations);
+  scalar(o, "parley_chat_scheduled_tokens_total", "counter",
+         "Tokens the scheduler put through the model (prefill and decode).",
+         e.scheduler.scheduled_tokens);
+  scalar(o, "parley_chat_forwards_total", "counter", "Model forward passes.", e.forwards);
+  scalar(o, "parley_chat_preemptions_total", "counter",
+         "Requests preempted when the KV blocks ran out (recomputed later).",
+         e.scheduler.preemptions);
+  scalar(o, "parley_chat_busy_seconds_total", "counter", "Seconds the engine spent in iterations.",
+         e.busy_seconds);
+  scalar(o, "parley_chat_kv_blocks_total", "gauge", "KV blocks in the pool.", e.kv.blocks_total);
+  scalar(o, "parley_chat_kv_blocks_used", "gauge", "KV blocks referenced by requests.",
+         e.kv.blocks_used);
+  scalar(o, "parley_chat_kv_blocks_cached", "gauge", "KV blocks holding a cached prefix.",
+         e.kv.blocks_cached);
+  scalar(o, "parley_chat_prefix_query_tokens_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", e.kv.query_tokens);
+  scalar(o, "parley_chat_prefix_hit_tokens_total", "counter",
+         "Looked-up tokens served from the prefix cache.", e.kv.hit_tokens);
+  scalar(o, "parley_chat_prefix_hit_rate", "gauge", "Hit tokens over query tokens.",
+         e.kv.query_tokens > 0 ? double(e.kv.hit_tokens) / double(e.kv.query_tokens) : 0.0);
+  scalar(o, "parley_chat_kv_evictions_total", "counter", "Cached KV blocks evicted for reuse.",
+         e.kv.evictions);
+  scalar(o, "parley_chat_kv_tier_hit_blocks_total", "counter",
+         "KV blocks restored from the RAM or SSD tier.", e.kv.tier_hit_blocks);
+  histogram(o, "parley_chat_time_to_first_token_seconds",
+            "From a request's arrival at the engine to its first token.", c.first_token);
+  histogram(o, "parley_chat_inter_token_seconds", "Gaps between a choice's successive tokens.",
+            c.inter_token);
+  return o.str();
+}
 
 std::string Metrics::render(const ServiceStats& s) const {
   std::ostringstream o;

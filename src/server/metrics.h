@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "serving/chat_service.h"
 #include "serving/whisper_service.h"
 
 namespace parley::server {
@@ -25,6 +26,11 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> errors_;
 };
+
+// The chat engine's families (parley_chat_*): requests and tokens, the scheduler's queue,
+// running requests, iterations and preemptions, the KV pool's blocks and prefix-cache hits,
+// and the time-to-first-token and inter-token histograms.
+std::string render_chat_metrics(const ChatStats& chat);
 
 // VmRSS of this process in bytes (/proc/self/status), 0 when unknown.
 uint64_t resident_memory_bytes();

@@ -1,7 +1,9 @@
 #include "serving/chat_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <string_view>
 
 #include "engine/error.h"
 #include "llm/gguf_template.h"
@@ -42,7 +44,8 @@ ChatService::~ChatService() { stop(); }
 
 bool ChatService::submit(std::shared_ptr<ChatJob> job) {
   std::lock_guard lock(mu_);
-  if (stopping_ || int(queue_.size()) >= options_.queue_capacity) return false;
+  const int64_t waiting = int64_t(queue_.size()) + engine_->stats().scheduler.waiting;
+  if (stopping_ || waiting >= options_.queue_capacity) return false;
   queue_.push_back(std::move(job));
   cv_.notify_one();
   return true;
@@ -62,11 +65,20 @@ std::string ChatService::model_id() const {
   return (dir.has_filename() ? dir : dir.parent_path()).filename().string();
 }
 
+void LatencyHistogram::add(double seconds) {
+  const auto it = std::lower_bound(bounds.begin(), bounds.end(), seconds);
+  ++counts[size_t(it - bounds.begin())];
+  sum += seconds;
+  ++count;
+}
+
 ChatStats ChatService::stats() const {
+  const LlmEngineStats e = engine_->stats();
   std::lock_guard lock(mu_);
   ChatStats s = totals_;
-  s.queued = int(queue_.size());
-  s.running = running_;
+  s.queued = int(queue_.size() + size_t(e.scheduler.waiting));
+  s.running = int(e.scheduler.running);
+  s.engine = e;
   return s;
 }
 
@@ -80,49 +92,72 @@ std::vector<int32_t> ChatService::prompt_ids(const ChatJob& job) const {
                             /*add_special_tokens=*/false);
 }
 
+// The engine thread: new jobs join the engine between iterations; the HTTP threads rendered
+// and tokenized them already, and the callbacks only hand text to their connections.
 void ChatService::worker_loop() {
   for (;;) {
-    std::shared_ptr<ChatJob> job;
+    std::deque<std::shared_ptr<ChatJob>> incoming;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !engine_->idle(); });
+      if (stopping_ && queue_.empty() && engine_->idle()) return;
+      incoming.swap(queue_);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    GenerateResult result;
-    std::exception_ptr error;
-    try {
-      check(!job->cancelled, ErrorKind::cancelled, "[chat] the client went away");
-      GenerateRequest req;
-      req.prompt = prompt_ids(*job);
-      req.params = job->params;
-      req.n = job->n;
-      req.cache_salt = job->cache_salt;
-      std::unique_lock<std::mutex> gpu;  // the GPU to itself (Whisper may share it)
-      if (model_->device() == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
-      result =
-          engine_->generate(req, [&](int choice, std::string_view delta, const SampleResult& s) {
-            if (job->on_token) job->on_token(choice, std::string(delta), s);
-            return !job->cancelled.load();
-          });
-      check(!job->cancelled, ErrorKind::cancelled, "[chat] the client went away");
-    } catch (...) {
-      error = std::current_exception();
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    {
-      std::lock_guard lock(mu_);
-      --running_;
-      ++totals_.requests;
-      totals_.prompt_tokens += uint64_t(result.prompt_tokens);
-      totals_.completion_tokens += uint64_t(result.completion_tokens);
-      totals_.compute_seconds += seconds;
-    }
-    if (job->on_done) job->on_done(error ? nullptr : &result, error);
+    for (auto& job : incoming) admit(std::move(job));
+    std::unique_lock<std::mutex> gpu;  // the GPU to itself for the iteration (Whisper shares it)
+    if (model_->device() == Device::cuda) gpu = std::unique_lock(cuda::exclusive());
+    engine_->step();
+  }
+}
+
+void ChatService::admit(std::shared_ptr<ChatJob> job) {
+  const auto fail = [&](std::exception_ptr error) {
+    if (job->on_done) job->on_done(nullptr, error);
+  };
+  if (job->cancelled) {
+    fail(std::make_exception_ptr(Error(ErrorKind::cancelled, "[chat] the client went away")));
+    return;
+  }
+  try {
+    GenerateRequest req;
+    req.prompt = prompt_ids(*job);
+    req.params = job->params;
+    req.n = job->n;
+    req.cache_salt = job->cache_salt;
+    ChatJob* j = job.get();
+    // Each choice's gap since its previous token goes into the inter-token histogram.
+    auto on_token = [this, j,
+                     last = std::vector<std::chrono::steady_clock::time_point>(size_t(job->n))](
+                        int choice, std::string_view delta, const SampleResult& s) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      auto& prev = last[size_t(choice)];
+      if (prev != std::chrono::steady_clock::time_point{}) {
+        std::lock_guard lock(mu_);
+        totals_.inter_token.add(std::chrono::duration<double>(now - prev).count());
+      }
+      prev = now;
+      if (j->on_token) j->on_token(choice, std::string(delta), s);
+      return !j->cancelled.load();
+    };
+    auto on_done = [this, job](GenerateResult* r, std::exception_ptr error) {
+      {
+        std::lock_guard lock(mu_);
+        ++totals_.requests;
+        if (r) {
+          totals_.prompt_tokens += uint64_t(r->prompt_tokens);
+          totals_.completion_tokens += uint64_t(r->completion_tokens);
+          totals_.cached_tokens += uint64_t(r->cached_tokens);
+          if (r->completion_tokens > 0) totals_.first_token.add(r->timings.first_token_ms / 1e3);
+        }
+      }
+      if (!error && job->cancelled)
+        error = std::make_exception_ptr(Error(ErrorKind::cancelled, "[chat] the client went away"));
+      if (job->on_done) job->on_done(error ? nullptr : r, error);
+    };
+    engine_->submit(req, std::move(on_token), std::move(on_done),
+                    std::shared_ptr<const std::atomic<bool>>(job, &job->cancelled));
+  } catch (...) {
+    fail(std::current_exception());
   }
 }
 

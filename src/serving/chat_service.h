@@ -3,9 +3,9 @@
 // bounded queue; the HTTP layer renders nothing itself: a job carries messages (rendered
 // through the template here) or a prompt, and its callbacks run on the worker.
 //
-// Requests run one after another in this version (their n choices batched together);
-// continuous batching across requests is the scheduler's (issue 25), which replaces the
-// worker loop behind the same submit().
+// The worker is the engine thread: queued jobs join the continuously batched LlmEngine
+// between its iterations (serving/scheduler.h), so requests arriving during another's
+// prefill or decode share its forward passes.
 #pragma once
 
 #include <atomic>
@@ -67,13 +67,27 @@ std::string render_conversation(const LoadedChatTemplate& tmpl,
                                 const nlohmann::ordered_json& template_kwargs,
                                 bool add_generation_prompt);
 
+// A Prometheus histogram's buckets (upper bounds, in seconds) and counts.
+struct LatencyHistogram {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // per bucket, not cumulative; one more: +Inf
+  double sum = 0;
+  uint64_t count = 0;
+  explicit LatencyHistogram(std::vector<double> upper_bounds = {})
+      : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
+  void add(double seconds);
+};
+
 struct ChatStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
-  double compute_seconds = 0;
-  int queued = 0;
-  int running = 0;
+  uint64_t cached_tokens = 0;
+  int queued = 0;   // waiting for a place in the batch
+  int running = 0;  // in the batch
+  LatencyHistogram first_token{{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  LatencyHistogram inter_token{{0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.5}};
+  LlmEngineStats engine;
 };
 
 class ChatService {
@@ -103,6 +117,7 @@ class ChatService {
 
  private:
   void worker_loop();
+  void admit(std::shared_ptr<ChatJob> job);  // into the engine (worker thread)
 
   ChatServiceOptions options_;
   std::unique_ptr<LlmModel> model_;
@@ -114,7 +129,6 @@ class ChatService {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<ChatJob>> queue_;
-  int running_ = 0;
   bool stopping_ = false;
   ChatStats totals_;
   std::thread worker_;

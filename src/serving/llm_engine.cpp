@@ -38,9 +38,15 @@ std::vector<int32_t> eos_ids(const LlmConfig& config, const Tokenizer& tokenizer
 int64_t pool_blocks(const LlmModel& model, int64_t max_context, const LlmEngineOptions& o) {
   const LlmConfig& c = model.config();
   const int64_t row = KvCache::blocks_for(max_context);
-  if (o.kv_cache_gb <= 0) return row * std::max<int64_t>(1, o.kv_rows);
   const double block_bytes = 2.0 * double(c.n_layers * KvCache::kBlockSize * c.n_kv_heads *
                                           c.head_dim * int64_t(dtype_size(model.dtype())));
+  if (o.kv_cache_gb <= 0) {
+    int64_t blocks = row * std::max<int64_t>(1, o.kv_rows);
+    // On the CPU the rows' default stops at 4 GiB of host memory (the parity path's f32 KV).
+    if (model.device() == Device::cpu)
+      blocks = std::min(blocks, int64_t(4.0 * double(1ull << 30) / block_bytes));
+    return std::max(row, blocks);
+  }
   return std::max(row, int64_t(o.kv_cache_gb * double(1ull << 30) / block_bytes));
 }
 
@@ -66,17 +72,11 @@ BlockHash model_fingerprint(const LlmModel& model) {
   return siphash128(0x6b762d6d6f64656cull, 0x66696e6765727072ull, bytes);
 }
 
-// One choice's decoding state: its pool request, sampler, detokenizer and stop matcher.
-struct Choice {
-  int index = 0;  // in the request
-  KvRequestId id = 0;
-  std::optional<RowSampling> sampler;
-  std::optional<StreamDecoder> decoder;
-  StopMatcher stops;
-  ChoiceOutput out;
-  int32_t next_token = -1;  // accepted, not yet run through the model
-  bool done = false;
-};
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 }  // namespace
 
@@ -110,11 +110,34 @@ std::string_view to_string(ChoiceFinish f) {
   return "";
 }
 
+// One request in the engine: its scheduler group, and per choice its sampler, detokenizer
+// and stop matcher.
+struct LlmEngine::Active {
+  struct Choice {
+    std::optional<RowSampling> sampler;
+    std::optional<StreamDecoder> decoder;
+    StopMatcher stops;
+    ChoiceOutput out;
+  };
+  SequenceGroup group;
+  std::vector<Choice> choices;
+  TokenCallback on_token;
+  DoneCallback on_done;
+  std::shared_ptr<const std::atomic<bool>> cancel;
+  GenerateResult result;
+  Clock::time_point submitted, first_run, first_token, last_token;
+  bool started = false;
+  int token_steps = 0;        // forwards that sampled for it
+  uint64_t last_forward = 0;  // the forward that last counted in token_steps
+  int open_choices = 0;
+};
+
 LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
       max_context_(resolve_context(model.config(), options.max_context)),
+      eos_(eos_ids(model.config(), tokenizer)),
       cache_(model.config(), pool_blocks(model, max_context_, options), model.device(),
              model.dtype()),
       tiers_(std::make_unique<KvTiers>(
@@ -122,11 +145,16 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
                         options.kv_cache_dir, model_fingerprint(model)},
           cache_.block_bytes())),
       pool_(cache_, tiers_.get()),
+      scheduler_(pool_, SchedulerOptions{options.max_batch_tokens, options.max_running,
+                                         options.prefill_chunk}),
       scratch_(model.device()) {
-  check_arg(options_.prefill_chunk >= 1, "[llm] prefill_chunk must be at least 1");
+  publish_stats();
 }
 
 LlmEngine::~LlmEngine() {
+  while (!active_.empty())
+    finish(*active_.front(),
+           std::make_exception_ptr(Error(ErrorKind::cancelled, "[llm] the engine is closing")));
   try {
     pool_.persist();
   } catch (const std::exception& e) {
@@ -134,17 +162,26 @@ LlmEngine::~LlmEngine() {
   }
 }
 
-KvPoolStats LlmEngine::kv_stats() {
-  std::lock_guard lock(mutex_);
-  return pool_.stats();
+LlmEngineStats LlmEngine::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
 }
 
-KvTierStats LlmEngine::kv_tier_stats() {
-  std::lock_guard lock(mutex_);
-  return tiers_->stats();
+void LlmEngine::publish_stats() {
+  LlmEngineStats s;
+  s.scheduler = scheduler_.stats();
+  s.kv = pool_.stats();
+  s.tiers = tiers_->stats();
+  s.prompt_tokens = prompt_tokens_;
+  s.generated_tokens = generated_tokens_;
+  s.forwards = forwards_;
+  s.busy_seconds = busy_seconds_;
+  std::lock_guard lock(stats_mu_);
+  stats_ = s;
 }
 
-GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCallback& on_token) {
+void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, DoneCallback on_done,
+                       std::shared_ptr<const std::atomic<bool>> cancel) {
   const int64_t n_prompt = int64_t(request.prompt.size());
   check_arg(n_prompt > 0, "[llm] the prompt is empty");
   check_arg(request.n >= 1, "[llm] n must be at least 1");
@@ -164,125 +201,229 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
   SamplingParams params = request.params;
   params.max_tokens = int32_t(max_new);
   validate(params, vocab);
-
-  std::lock_guard lock(mutex_);
+  // Alone in the pool (every other request preempted), the worst case (no sharing) must fit,
+  // or the request could never finish.
   const int64_t blocks_each = KvCache::blocks_for(n_prompt + max_new);
-  // One request at a time: every block is free or evictable, so the worst case (no sharing)
-  // fitting the pool means every allocate below succeeds.
   check(blocks_each * request.n <= cache_.n_blocks(), ErrorKind::resource_exhausted,
         "[llm] " + std::to_string(request.n) + " choices of " + std::to_string(n_prompt + max_new) +
             " tokens need " + std::to_string(blocks_each * request.n) +
             " KV blocks; the cache holds " + std::to_string(cache_.n_blocks()));
 
-  const std::vector<int32_t> eos = eos_ids(model_.config(), tokenizer_);
-  std::vector<std::unique_ptr<Choice>> choices;
+  auto a = std::make_unique<Active>();
+  a->on_token = std::move(on_token);
+  a->on_done = std::move(on_done);
+  a->cancel = std::move(cancel);
+  a->submitted = Clock::now();
+  a->result.prompt_tokens = n_prompt;
   for (int i = 0; i < request.n; ++i) {
-    auto c = std::make_unique<Choice>();
-    c->index = i;
-    c->id = next_request_++;
-    c->sampler.emplace(params, vocab, request.prompt, eos, uint64_t(i));
-    c->decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
-    c->stops = StopMatcher(params.stop);
-    choices.push_back(std::move(c));
+    Active::Choice& c = a->choices.emplace_back();
+    c.sampler.emplace(params, vocab, request.prompt, eos_, uint64_t(i));
+    c.decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
+    c.stops = StopMatcher(params.stop);
   }
-  struct Release {
-    KvPool& pool;
-    std::vector<std::unique_ptr<Choice>>& choices;
-    ~Release() {
-      for (auto& c : choices) pool.free(c->id);
+  a->open_choices = request.n;
+  SequenceGroup& g = a->group;
+  g.n = request.n;
+  g.ns = request.cache_salt;
+  g.user = a.get();
+  Sequence& first = g.seqs.emplace_back();
+  first.id = next_id_;
+  first.tokens = request.prompt;
+  next_id_ += KvRequestId(request.n);  // the forked choices take the ids after it
+  scheduler_.add(&g);
+  active_.push_back(std::move(a));
+}
+
+GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCallback& on_token) {
+  std::optional<GenerateResult> out;
+  std::exception_ptr error;
+  bool done = false;
+  submit(request, on_token, [&](GenerateResult* r, std::exception_ptr e) {
+    if (r) out = std::move(*r);
+    error = e;
+    done = true;
+  });
+  while (!done) check(step() || done, ErrorKind::internal, "[llm] the engine made no progress");
+  if (error) std::rethrow_exception(error);
+  return std::move(*out);
+}
+
+void LlmEngine::finish(Active& a, std::exception_ptr error) {
+  scheduler_.remove(&a.group);
+  GenerateResult& r = a.result;
+  r.cached_tokens = std::max<int64_t>(0, a.group.cached_tokens);
+  for (auto& c : a.choices) {
+    if (c.out.finish == ChoiceFinish::none) c.out.finish = ChoiceFinish::cancelled;
+    r.choices.push_back(std::move(c.out));
+  }
+  GenerateTimings& t = r.timings;
+  if (a.started) {
+    t.queue_ms = ms_between(a.submitted, a.first_run);
+    if (a.token_steps > 0) {
+      t.prefill_ms = ms_between(a.first_run, a.first_token);
+      t.first_token_ms = ms_between(a.submitted, a.first_token);
+      if (a.token_steps > 1)
+        t.per_token_ms = ms_between(a.first_token, a.last_token) / double(a.token_steps - 1);
     }
-  } release{pool_, choices};
-  const auto allocate = [&](KvRequestId id, int64_t n_tokens) {
-    check(pool_.allocate(id, n_tokens), ErrorKind::internal,
-          "[llm] the KV pool could not allocate " + std::to_string(n_tokens) + " tokens");
+  }
+  t.preemptions = a.group.preemptions;
+  prompt_tokens_ += uint64_t(r.prompt_tokens);
+  try {
+    if (a.on_done) a.on_done(error ? nullptr : &r, error);
+  } catch (const std::exception& e) {
+    std::cerr << "[llm] a request's completion callback threw: " << e.what() << std::endl;
+  }
+  active_.remove_if([&](const std::unique_ptr<Active>& p) { return p.get() == &a; });
+}
+
+void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
+  Active::Choice& c = a.choices[size_t(index)];
+  c.out.tokens.push_back(s.token);
+  c.out.samples.push_back(s);
+  ++a.result.completion_tokens;
+  ++generated_tokens_;
+  StopMatcher::Step step = c.stops.push(c.decoder->push(s.token));
+  bool done = false;
+  if (s.finish != FinishReason::none || step.stopped) {
+    if (!step.stopped) step.emit += c.stops.push(c.decoder->flush()).emit;
+    if (!c.stops.stopped()) step.emit += c.stops.flush();
+    done = true;
+    c.out.finish = c.stops.stopped() || s.finish == FinishReason::stop ? ChoiceFinish::stop
+                                                                       : ChoiceFinish::length;
+    c.out.stop_index = c.stops.stop_index();
+  }
+  c.out.text += step.emit;
+  bool go_on = true;
+  if (a.on_token) {
+    try {
+      go_on = a.on_token(index, step.emit, s);
+    } catch (const std::exception& e) {
+      std::cerr << "[llm] a request's token callback threw: " << e.what() << std::endl;
+      go_on = false;
+    }
+  }
+  if (done) {
+    scheduler_.finish_sequence(&a.group, index);
+    --a.open_choices;
+  } else {
+    scheduler_.append_token(&a.group, index, s.token);
+  }
+  if (!go_on) {  // the whole request is cancelled
+    for (int i = 0; i < int(a.choices.size()); ++i) {
+      if (a.choices[size_t(i)].out.finish != ChoiceFinish::none) continue;
+      a.choices[size_t(i)].out.finish = ChoiceFinish::cancelled;
+      if (i < int(a.group.seqs.size())) scheduler_.finish_sequence(&a.group, i);
+      --a.open_choices;
+    }
+  }
+}
+
+void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
+  if (rows.empty()) return;
+  batch_.rows.clear();
+  for (const ScheduledRow& r : rows) {
+    const Sequence& s = r.group->seqs[size_t(r.seq)];
+    batch_.rows.push_back({std::span(s.tokens).subspan(size_t(r.start), size_t(r.length)),
+                           int32_t(r.start), pool_.block_table(s.id), r.logits, false});
+  }
+  model_.forward(batch_, cache_, logits_, scratch_);
+  ++forwards_;
+  for (const ScheduledRow& r : rows)
+    pool_.commit(r.group->seqs[size_t(r.seq)].id, r.start + r.length);
+
+  // The sampling rows: one per logits row, or n for a prompt that just finished (its group
+  // forks, every choice sampling from the prompt's logits).
+  struct Pick {
+    Active* a;
+    int choice;
+    int64_t logits_row;
   };
-
-  GenerateResult result;
-  result.prompt_tokens = n_prompt;
-  const KvRequestId first = choices.front()->id;
-  result.cached_tokens = pool_.lookup_prefix(first, request.prompt, request.cache_salt);
-  Tensor logits;
-  Batch batch;
-  std::vector<RowSampling*> rows;
-  std::vector<Choice*> active;
-  std::vector<SampleResult> samples;
-
-  // Prefill of the uncached part, once; the last chunk asks for logits. The other choices
-  // fork the prompt's blocks and start from the same logits.
-  allocate(first, n_prompt - result.cached_tokens);
-  for (int64_t at = result.cached_tokens; at < n_prompt; at += options_.prefill_chunk) {
-    const int64_t len = std::min(options_.prefill_chunk, n_prompt - at);
-    batch.rows.clear();
-    batch.rows.push_back({std::span(request.prompt).subspan(size_t(at), size_t(len)), int32_t(at),
-                          pool_.block_table(first), at + len == n_prompt, false});
-    model_.forward(batch, cache_, logits, scratch_);
-  }
-  pool_.commit(first, n_prompt);
-  for (size_t i = 1; i < choices.size(); ++i) pool_.fork(first, choices[i]->id);
-  if (request.n > 1) {
-    Tensor each = Tensor::empty({request.n, int64_t(vocab)}, DType::f32);
-    for (int i = 0; i < request.n; ++i) each.slice0(i, i + 1).copy_from(logits.slice0(0, 1));
-    logits = each;
-  }
-
-  int64_t pos = n_prompt;
-  bool cancelled = false;
-  for (;;) {
-    rows.clear();
-    active.clear();
-    for (auto& c : choices)
-      if (!c->done) {
-        rows.push_back(&*c->sampler);
-        active.push_back(c.get());
-      }
-    samples.assign(rows.size(), SampleResult{});
-    sample_rows(logits, rows, samples);
-    for (size_t r = 0; r < active.size(); ++r) {
-      Choice& c = *active[r];
-      const SampleResult& s = samples[r];
-      c.out.tokens.push_back(s.token);
-      c.out.samples.push_back(s);
-      ++result.completion_tokens;
-      StopMatcher::Step step = c.stops.push(c.decoder->push(s.token));
-      if (s.finish != FinishReason::none || step.stopped) {
-        if (!step.stopped) step.emit += c.stops.push(c.decoder->flush()).emit;
-        if (!c.stops.stopped()) step.emit += c.stops.flush();
-        c.done = true;
-        c.out.finish = c.stops.stopped() || s.finish == FinishReason::stop ? ChoiceFinish::stop
-                                                                           : ChoiceFinish::length;
-        c.out.stop_index = c.stops.stop_index();
-      }
-      c.out.text += step.emit;
-      if (on_token && !on_token(c.index, step.emit, s)) cancelled = true;
-      c.next_token = s.token;
+  std::vector<Pick> picks;
+  bool gathered = false;
+  int64_t k = 0;
+  for (const ScheduledRow& r : rows) {
+    if (!r.logits) continue;
+    Active* a = static_cast<Active*>(r.group->user);
+    if (!r.group->forked()) {
+      scheduler_.fork_group(r.group, r.group->seqs[0].id + 1);
+      for (int c = 0; c < r.group->n; ++c) picks.push_back({a, c, k});
+      gathered = true;
+    } else {
+      picks.push_back({a, r.seq, k});
     }
-    if (cancelled) {
-      for (auto& c : choices)
-        if (!c->done) {
-          c->done = true;
-          c->out.finish = ChoiceFinish::cancelled;
-        }
-    }
-    // Every row's block first (a choice writing into a block it shares gets its own copy),
-    // then the rows: a table changes only in its own allocate.
-    active.clear();
-    for (auto& c : choices)
-      if (!c->done) {
-        pool_.append_tokens(c->id, std::span(&c->next_token, 1));
-        allocate(c->id, 1);
-        active.push_back(c.get());
-      }
-    if (active.empty()) break;
-    batch.rows.clear();
-    for (Choice* c : active)
-      batch.rows.push_back(
-          {std::span(&c->next_token, 1), int32_t(pos), pool_.block_table(c->id), true, false});
-    model_.forward(batch, cache_, logits, scratch_);
-    ++pos;
-    for (Choice* c : active) pool_.commit(c->id, pos);
+    ++k;
   }
-  for (auto& c : choices) result.choices.push_back(std::move(c->out));
-  return result;
+  if (picks.empty()) return;
+  Tensor logits = logits_;
+  if (gathered) {
+    logits = Tensor::empty({int64_t(picks.size()), logits_.dim(1)}, DType::f32);
+    for (size_t i = 0; i < picks.size(); ++i)
+      logits.slice0(int64_t(i), int64_t(i) + 1)
+          .copy_from(logits_.slice0(picks[i].logits_row, picks[i].logits_row + 1));
+  }
+  std::vector<RowSampling*> samplers;
+  for (const Pick& p : picks) samplers.push_back(&*p.a->choices[size_t(p.choice)].sampler);
+  std::vector<SampleResult> samples(picks.size());
+  sample_rows(logits, samplers, samples);
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < picks.size(); ++i) {
+    Active& a = *picks[i].a;
+    if (a.last_forward != forwards_) {  // once per request per forward
+      a.last_forward = forwards_;
+      if (a.token_steps++ == 0) a.first_token = now;
+      a.last_token = now;
+    }
+    if (a.choices[size_t(picks[i].choice)].out.finish != ChoiceFinish::none) continue;
+    accept(a, picks[i].choice, samples[i]);
+  }
+}
+
+bool LlmEngine::step() {
+  const Clock::time_point t0 = Clock::now();
+  // Requests whose client went away leave before the plan.
+  for (auto it = active_.begin(); it != active_.end();) {
+    Active& a = **it++;
+    if (a.cancel && a.cancel->load()) finish(a);
+  }
+  const SchedulePlan plan = scheduler_.schedule();
+  if (plan.empty()) {
+    publish_stats();
+    return false;
+  }
+  for (const ScheduledRow& r : plan.rows) {
+    Active& a = *static_cast<Active*>(r.group->user);
+    if (!a.started) {
+      a.started = true;
+      a.first_run = t0;
+    }
+  }
+  try {
+    const auto rows = std::span(plan.rows);
+    const size_t n_decode = size_t(
+        std::count_if(rows.begin(), rows.end(), [](const ScheduledRow& r) { return r.decode; }));
+    if (options_.mixed_prefill || n_decode == 0 || n_decode == rows.size()) {
+      run_rows(rows);
+    } else {
+      run_rows(rows.first(n_decode));
+      run_rows(rows.subspan(n_decode));
+    }
+  } catch (...) {
+    // A failed forward fails every request it touched: their KV is in doubt.
+    const std::exception_ptr error = std::current_exception();
+    std::vector<Active*> touched;
+    for (const ScheduledRow& r : plan.rows) {
+      Active* a = static_cast<Active*>(r.group->user);
+      if (std::find(touched.begin(), touched.end(), a) == touched.end()) touched.push_back(a);
+    }
+    for (Active* a : touched) finish(*a, error);
+  }
+  for (auto it = active_.begin(); it != active_.end();) {
+    Active& a = **it++;
+    if (a.open_choices <= 0) finish(a);
+  }
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  publish_stats();
+  return true;
 }
 
 }  // namespace parley

@@ -1,21 +1,31 @@
 // LlmEngine: text generation on one chat model, the token loop the CLI (`parley generate`,
-// `parley chat`) and the server's chat routes share: prefill in chunks, decode steps, a
+// `parley chat`) and the server's chat routes share: a continuously batched engine
+// (serving/scheduler.h) over a KvPool (serving/kv_pool.h) with its prefix cache, a
 // RowSampling per choice (sampling/sampler.h), stop tokens and stop strings, streamed text
 // that never splits a UTF-8 character (StreamDecoder + StopMatcher), logprobs, cancellation.
 //
-// One request at a time; its n choices run as rows of one batched forward. The KV blocks come
-// from a KvPool (serving/kv_pool.h) with its prefix cache: a prompt whose leading full blocks
-// are cached (an earlier prompt, or an earlier answer that a follow-up turn repeats) skips
-// their prefill; the prompt is prefilled once and the n choices fork its blocks (the shared
-// partial block copied on the first write); the computed prompt and output blocks are
-// published when the request ends. Batching requests with each other is the scheduler's work
-// (issue 25 item 1), over the same pool.
+// Requests are submitted (submit) and advanced by step(), one scheduler iteration: the
+// running requests' decode tokens and the waiting ones' prefill chunks go through the model
+// together (one forward with mixed prefill, or a decode forward then a prefill forward),
+// then every row that reached its last token samples. A request's n choices share its
+// prompt: it is prefilled once, then its blocks are forked (the shared partial block copied
+// on the first write). A prompt whose leading full blocks are cached (an earlier prompt, or
+// an earlier answer that a follow-up turn repeats) skips their prefill; computed blocks are
+// published as they fill. When the blocks run out the newest request is preempted and later
+// recomputed (its output so far kept: nothing is emitted twice).
+//
+// Threads: submit, step and generate run on one thread (the engine's); stats() from any.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +35,7 @@
 #include "sampling/sampler.h"
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
+#include "serving/scheduler.h"
 #include "text/tokenizer.h"
 
 namespace parley {
@@ -36,10 +47,17 @@ struct LlmEngineOptions {
   // Rows (choices) of one request at full context the KV cache holds; n beyond that is
   // accepted while the choices' sequences fit in the blocks.
   int64_t kv_rows = 1;
-  // Prompt tokens per prefill call (a row's chunk); bounds the activations' memory.
-  int64_t prefill_chunk = 512;
-  // The KV pool's size in GiB (`--kv-cache-gb`); 0: kv_rows rows at max_context. At least
-  // one row at max_context either way.
+  // Prompt tokens of one request per iteration (a row's chunk); bounds the activations'
+  // memory.
+  int64_t prefill_chunk = 2048;
+  // The scheduler: tokens per iteration (`--max-batch-tokens`), requests running at once
+  // (`--max-running`; 1 runs them one after another), and whether prefill chunks share the
+  // decode rows' forward (`--mixed-prefill`) or run in a forward of their own after it.
+  int64_t max_batch_tokens = 8192;
+  int max_running = 8;
+  bool mixed_prefill = true;
+  // The KV pool's size in GiB (`--kv-cache-gb`); 0: kv_rows rows at max_context (at most
+  // 4 GiB on the CPU). At least one row at max_context either way.
   double kv_cache_gb = 0;
   // The prefix cache's RAM tier in GiB of host memory (0: none) and SSD tier folder
   // (`--kv-cache-dir`; empty: none). Blocks evicted from the pool go there; the SSD tier is
@@ -68,11 +86,21 @@ struct ChoiceOutput {
   int stop_index = -1;  // which stop string ended it, -1 when none did
 };
 
+// Where a request's time went, in milliseconds (the answer's `timings`).
+struct GenerateTimings {
+  double queue_ms = 0;        // submitted until its first iteration
+  double prefill_ms = 0;      // first iteration until its first token
+  double first_token_ms = 0;  // submitted until its first token
+  double per_token_ms = 0;    // mean gap between its later tokens (0 with one step)
+  int preemptions = 0;        // times it was preempted and recomputed
+};
+
 struct GenerateResult {
   std::vector<ChoiceOutput> choices;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // accepted tokens over all choices
   int64_t cached_tokens = 0;      // prompt tokens whose KV came from the prefix cache
+  GenerateTimings timings;
 };
 
 // Streaming: called on the engine's thread after each accepted token of a choice, with
@@ -80,6 +108,20 @@ struct GenerateResult {
 // string). Return false to cancel the whole request (a client that went away).
 using TokenCallback =
     std::function<bool(int choice, std::string_view delta, const SampleResult& sample)>;
+// Called once when the request ends, on the engine's thread: its result (choices cancelled
+// by a callback or the cancel flag end with ChoiceFinish::cancelled), or the error that
+// ended it (a failed forward).
+using DoneCallback = std::function<void(GenerateResult* result, std::exception_ptr error)>;
+
+struct LlmEngineStats {
+  SchedulerStats scheduler;
+  KvPoolStats kv;
+  KvTierStats tiers;
+  uint64_t prompt_tokens = 0;     // of finished requests
+  uint64_t generated_tokens = 0;  // sampled, all requests
+  uint64_t forwards = 0;          // model forward calls
+  double busy_seconds = 0;        // in step()
+};
 
 // The model folder's generation_config.json sampling defaults (temperature, top_p, top_k,
 // min_p, repetition_penalty), over SamplingParams' own where the file has none (or no
@@ -95,27 +137,49 @@ class LlmEngine {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   int64_t max_context() const { return max_context_; }
 
-  // Runs the request to the end of every choice. Throws Error(invalid_argument) for an
-  // empty prompt, a prompt of max_context tokens or more (the message starts with
-  // "context_length_exceeded:"), prompt + max_tokens beyond max_context, bad sampling
-  // parameters or n < 1; Error(resource_exhausted) when n choices do not fit the KV cache.
-  // Serialized: a second caller waits for the first.
+  // Queues a request. Throws Error(invalid_argument) for an empty prompt, a prompt of
+  // max_context tokens or more (the message starts with "context_length_exceeded:"),
+  // prompt + max_tokens beyond max_context, bad sampling parameters or n < 1;
+  // Error(resource_exhausted) when its n choices could not fit the KV cache even alone.
+  // `cancel`, when given, is polled every iteration: set, the request ends (cancelled).
+  void submit(const GenerateRequest& request, TokenCallback on_token, DoneCallback on_done,
+              std::shared_ptr<const std::atomic<bool>> cancel = nullptr);
+  // One iteration; false when it had nothing to run (idle()).
+  bool step();
+  bool idle() const { return scheduler_.idle(); }
+  // submit, then step() until the request ends; rethrows its error. Not beside another
+  // thread stepping this engine.
   GenerateResult generate(const GenerateRequest& request, const TokenCallback& on_token = {});
 
-  KvPoolStats kv_stats();
-  KvTierStats kv_tier_stats();
+  LlmEngineStats stats() const;  // a snapshot from the last iteration; any thread
+  KvPoolStats kv_stats() const { return stats().kv; }
+  KvTierStats kv_tier_stats() const { return stats().tiers; }
 
  private:
+  struct Active;
+  void run_rows(std::span<const ScheduledRow> rows);
+  void accept(Active& a, int choice, const SampleResult& s);
+  void finish(Active& a, std::exception_ptr error = nullptr);
+  void publish_stats();
+
   const LlmModel& model_;
   const Tokenizer& tokenizer_;
   LlmEngineOptions options_;
   int64_t max_context_;
-  std::mutex mutex_;  // one request at a time
+  std::vector<int32_t> eos_;
   KvCache cache_;
   std::unique_ptr<KvTiers> tiers_;
   KvPool pool_;
-  KvRequestId next_request_ = 1;
+  Scheduler scheduler_;
+  KvRequestId next_id_ = 1;
   ForwardScratch scratch_;
+  std::list<std::unique_ptr<Active>> active_;
+  Batch batch_;
+  Tensor logits_;
+  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, forwards_ = 0;
+  double busy_seconds_ = 0;
+  mutable std::mutex stats_mu_;
+  LlmEngineStats stats_;
 };
 
 }  // namespace parley

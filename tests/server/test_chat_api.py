@@ -237,3 +237,40 @@ def test_client_disconnect_mid_stream(chat_server, client):
     assert r.choices[0].message.content is not None
     assert time.time() - t < 30
     assert chat_server.proc.poll() is None
+
+
+def metric(chat_server, name):
+    import urllib.request
+    text = urllib.request.urlopen(chat_server.url + "/metrics", timeout=30).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, client):
+    """16 clients at once (the engine runs 8 at a time): each answer equals the same request
+    made alone, and the engine's forwards are far fewer than the tokens it sampled."""
+    from concurrent.futures import ThreadPoolExecutor
+    reqs = [dict(messages=[{"role": "user", "content": "word " * (1 + 7 * i)}],
+                 max_tokens=6 + i % 5, temperature=0.8 if i % 2 else 0, seed=100 + i,
+                 extra_body={"ignore_eos": True}) for i in range(16)]
+    alone = [chat(client, **r).choices[0].message.content for r in reqs[:4]]
+    fwd0 = metric(chat_server, "parley_chat_forwards_total")
+    gen0 = metric(chat_server, "parley_chat_generated_tokens_total")
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda r: chat(client, **r), reqs))
+    for i, a in enumerate(alone):
+        assert answers[i].choices[0].message.content == a, i
+    for i, r in enumerate(answers):
+        assert r.usage.completion_tokens == reqs[i]["max_tokens"], i
+        assert r.choices[0].finish_reason == "length"
+        t = r.model_extra["timings"]
+        assert t["first_token_ms"] >= t["queue_ms"] >= 0 and t["per_token_ms"] > 0
+    forwards = metric(chat_server, "parley_chat_forwards_total") - fwd0
+    generated = metric(chat_server, "parley_chat_generated_tokens_total") - gen0
+    assert generated == sum(r["max_tokens"] for r in reqs)
+    assert forwards < generated / 3, (forwards, generated)
+    assert metric(chat_server, "parley_chat_requests_running") == 0
+    assert metric(chat_server, "parley_chat_kv_blocks_used") == 0
+    assert metric(chat_server, "parley_chat_time_to_first_token_seconds_count") >= 16
