@@ -33,6 +33,7 @@ struct ServeCliOptions {
   int64_t max_batch_tokens = 8192;
   int max_running = 8;
   std::string mixed_prefill = "on";
+  std::string trace;
   std::string residency = "resident";
   double max_body_mb = 25;
   int whisper_batch = 16;
@@ -64,6 +65,7 @@ void run_serve(ServeCliOptions opt) {
     c.engine.max_batch_tokens = opt.max_batch_tokens;
     c.engine.max_running = opt.max_running;
     c.engine.mixed_prefill = opt.mixed_prefill == "on";
+    c.engine.trace_path = opt.trace;
     // Without --kv-cache-gb, every running request can reach the full context.
     c.engine.kv_rows = opt.max_running;
     chat = std::make_unique<ChatService>(c);
@@ -133,6 +135,9 @@ void add_serve_command(CLI::App& app) {
                   "Chat: prefill chunks share the decode rows' forward (on) or run after it (off)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  cmd->add_option("--trace", opt->trace,
+                  "Chat: write a Chrome trace of every engine iteration (schedule, forward, "
+                  "sampling, with request numbers) to FILE");
   cmd->add_option("--host", opt->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", opt->http.port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", opt->http.api_key,

@@ -306,11 +306,16 @@ nlohmann::json timings_json(const GenerateResult& r) {
 
 namespace {
 
+// A token's bytes; empty for an id without a token (a padded vocabulary row).
+std::string piece(const Tokenizer& tok, int32_t id) {
+  return tok.has_token(id) ? tok.token_bytes(id) : std::string();
+}
+
 nlohmann::json chat_token_logprob(const Tokenizer& tok, const SampleResult& s) {
-  const std::string text = tok.token_bytes(s.token);
+  const std::string text = piece(tok, s.token);
   nlohmann::json top = nlohmann::json::array();
   for (const IdLogprob& t : s.top_logprobs()) {
-    const std::string tt = tok.token_bytes(t.token);
+    const std::string tt = piece(tok, t.token);
     top.push_back({{"token", tt}, {"logprob", t.logprob}, {"bytes", bytes_json(tt)}});
   }
   return {
@@ -330,11 +335,11 @@ nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
   nlohmann::json tokens = nlohmann::json::array(), lps = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
   for (const auto& s : samples) {
-    const std::string text = tok.token_bytes(s.token);
+    const std::string text = piece(tok, s.token);
     tokens.push_back(text);
     lps.push_back(s.logprob);
     nlohmann::json top = nlohmann::json::object();
-    for (const IdLogprob& t : s.top_logprobs()) top[tok.token_bytes(t.token)] = t.logprob;
+    for (const IdLogprob& t : s.top_logprobs()) top[piece(tok, t.token)] = t.logprob;
     tops.push_back(top);
     offsets.push_back(text_offset);
     text_offset += text.size();

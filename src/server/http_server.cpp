@@ -402,16 +402,23 @@ class Session : public std::enable_shared_from_this<Session> {
         result = std::move(*r);
       }
       // The answer's JSON is built on the connection's thread, not the engine's.
-      net::post(self->stream_.get_executor(), [self, gen, &svc, o = std::move(o),
-                                               result = std::move(result)]() mutable {
-        if (self->generation_ != gen) return;
-        if (o.ok && !self->chat_req_.stream) {
-          o.body =
-              json_dump(response_json(self->chat_req_, self->chat_meta_, *result, svc.tokenizer()));
-          o.content_type = "application/json";
-        }
-        self->on_chat_done(std::move(o), result);
-      });
+      net::post(self->stream_.get_executor(),
+                [self, gen, &svc, o = std::move(o), result = std::move(result)]() mutable {
+                  if (self->generation_ != gen) return;
+                  if (o.ok && !self->chat_req_.stream) {
+                    try {
+                      o.body = json_dump(response_json(self->chat_req_, self->chat_meta_, *result,
+                                                       svc.tokenizer()));
+                      o.content_type = "application/json";
+                    } catch (const std::exception& e) {
+                      o = Outcome{};
+                      o.error = ApiError{500, std::string("[serve] ") + e.what(), "server_error",
+                                         std::nullopt, "internal_error"};
+                      o.error_kind = "internal";
+                    }
+                  }
+                  self->on_chat_done(std::move(o), result);
+                });
     };
     if (!svc.submit(job)) {
       return send_error(ApiError{429, "[serve] the chat model's queue is full; retry later",

@@ -79,6 +79,12 @@ std::string render_chat_metrics(const ChatStats& c) {
          e.scheduler.preemptions);
   scalar(o, "parley_chat_busy_seconds_total", "counter", "Seconds the engine spent in iterations.",
          e.busy_seconds);
+  scalar(o, "parley_chat_forward_seconds_total", "counter",
+         "Of the busy seconds, those in the model's forward passes.", e.forward_seconds);
+  scalar(o, "parley_chat_host_seconds_total", "counter",
+         "Of the busy seconds, host work outside the forward passes (scheduling, sampling, "
+         "streaming callbacks).",
+         e.busy_seconds - e.forward_seconds);
   scalar(o, "parley_chat_kv_blocks_total", "gauge", "KV blocks in the pool.", e.kv.blocks_total);
   scalar(o, "parley_chat_kv_blocks_used", "gauge", "KV blocks referenced by requests.",
          e.kv.blocks_used);

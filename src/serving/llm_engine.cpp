@@ -127,6 +127,7 @@ struct LlmEngine::Active {
   GenerateResult result;
   Clock::time_point submitted, first_run, first_token, last_token;
   bool started = false;
+  std::exception_ptr failed;  // its own error (detokenizing): it alone ends with it
   int token_steps = 0;        // forwards that sampled for it
   uint64_t last_forward = 0;  // the forward that last counted in token_steps
   int open_choices = 0;
@@ -148,6 +149,7 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
       scheduler_(pool_, SchedulerOptions{options.max_batch_tokens, options.max_running,
                                          options.prefill_chunk}),
       scratch_(model.device()) {
+  if (!options_.trace_path.empty()) trace_ = std::make_unique<ChromeTrace>(options_.trace_path);
   publish_stats();
 }
 
@@ -176,6 +178,7 @@ void LlmEngine::publish_stats() {
   s.generated_tokens = generated_tokens_;
   s.forwards = forwards_;
   s.busy_seconds = busy_seconds_;
+  s.forward_seconds = forward_seconds_;
   std::lock_guard lock(stats_mu_);
   stats_ = s;
 }
@@ -282,7 +285,10 @@ void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
   c.out.samples.push_back(s);
   ++a.result.completion_tokens;
   ++generated_tokens_;
-  StopMatcher::Step step = c.stops.push(c.decoder->push(s.token));
+  // A sampled id without a token (the model's padded vocabulary rows) adds no text, as the
+  // tokenizers crate's decode skips it.
+  StopMatcher::Step step =
+      c.stops.push(tokenizer_.has_token(s.token) ? c.decoder->push(s.token) : std::string());
   bool done = false;
   if (s.finish != FinishReason::none || step.stopped) {
     if (!step.stopped) step.emit += c.stops.push(c.decoder->flush()).emit;
@@ -326,8 +332,25 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     batch_.rows.push_back({std::span(s.tokens).subspan(size_t(r.start), size_t(r.length)),
                            int32_t(r.start), pool_.block_table(s.id), r.logits, false});
   }
+  const Clock::time_point f0 = Clock::now();
   model_.forward(batch_, cache_, logits_, scratch_);
+  const Clock::time_point f1 = Clock::now();
+  forward_seconds_ += std::chrono::duration<double>(f1 - f0).count();
   ++forwards_;
+  if (trace_) {
+    nlohmann::json requests = nlohmann::json::array();
+    int64_t tokens = 0, decode = 0;
+    for (const ScheduledRow& r : rows) {
+      tokens += r.length;
+      decode += r.decode ? 1 : 0;
+      requests.push_back(r.group->seqs[0].id);
+    }
+    trace_->span("forward", f0, f1, 1,
+                 {{"rows", rows.size()},
+                  {"tokens", tokens},
+                  {"decode_rows", decode},
+                  {"requests", requests}});
+  }
   for (const ScheduledRow& r : rows)
     pool_.commit(r.group->seqs[size_t(r.seq)].id, r.start + r.length);
 
@@ -366,6 +389,7 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   std::vector<SampleResult> samples(picks.size());
   sample_rows(logits, samplers, samples);
   const Clock::time_point now = Clock::now();
+  if (trace_) trace_->span("sample", f1, now, 1, {{"rows", picks.size()}});
   for (size_t i = 0; i < picks.size(); ++i) {
     Active& a = *picks[i].a;
     if (a.last_forward != forwards_) {  // once per request per forward
@@ -373,8 +397,12 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
       if (a.token_steps++ == 0) a.first_token = now;
       a.last_token = now;
     }
-    if (a.choices[size_t(picks[i].choice)].out.finish != ChoiceFinish::none) continue;
-    accept(a, picks[i].choice, samples[i]);
+    if (a.failed || a.choices[size_t(picks[i].choice)].out.finish != ChoiceFinish::none) continue;
+    try {
+      accept(a, picks[i].choice, samples[i]);
+    } catch (...) {
+      a.failed = std::current_exception();
+    }
   }
 }
 
@@ -385,10 +413,20 @@ bool LlmEngine::step() {
     Active& a = **it++;
     if (a.cancel && a.cancel->load()) finish(a);
   }
+  const Clock::time_point s0 = Clock::now();
   const SchedulePlan plan = scheduler_.schedule();
   if (plan.empty()) {
     publish_stats();
     return false;
+  }
+  if (trace_) {
+    const SchedulerStats st = scheduler_.stats();
+    trace_->span("schedule", s0, Clock::now(), 1,
+                 {{"tokens", plan.tokens},
+                  {"rows", plan.rows.size()},
+                  {"waiting", st.waiting},
+                  {"running", st.running},
+                  {"preempted", plan.preempted.size()}});
   }
   for (const ScheduledRow& r : plan.rows) {
     Active& a = *static_cast<Active*>(r.group->user);
@@ -419,9 +457,18 @@ bool LlmEngine::step() {
   }
   for (auto it = active_.begin(); it != active_.end();) {
     Active& a = **it++;
-    if (a.open_choices <= 0) finish(a);
+    if (a.failed) {
+      finish(a, a.failed);
+    } else if (a.open_choices <= 0) {
+      finish(a);
+    }
   }
-  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  const Clock::time_point t1 = Clock::now();
+  busy_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+  if (trace_) {
+    trace_->span("iteration", t0, t1, 0, {{"tokens", plan.tokens}, {"rows", plan.rows.size()}});
+    trace_->flush();
+  }
   publish_stats();
   return true;
 }

@@ -36,6 +36,7 @@
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
 #include "serving/scheduler.h"
+#include "serving/trace.h"
 #include "text/tokenizer.h"
 
 namespace parley {
@@ -56,6 +57,9 @@ struct LlmEngineOptions {
   int64_t max_batch_tokens = 8192;
   int max_running = 8;
   bool mixed_prefill = true;
+  // A Chrome trace of every iteration (`--trace FILE`): schedule, forward and sampling spans
+  // with their rows, tokens and request numbers. Empty: none.
+  std::string trace_path;
   // The KV pool's size in GiB (`--kv-cache-gb`); 0: kv_rows rows at max_context (at most
   // 4 GiB on the CPU). At least one row at max_context either way.
   double kv_cache_gb = 0;
@@ -121,6 +125,7 @@ struct LlmEngineStats {
   uint64_t generated_tokens = 0;  // sampled, all requests
   uint64_t forwards = 0;          // model forward calls
   double busy_seconds = 0;        // in step()
+  double forward_seconds = 0;     // of which in the model's forward (the rest is host work)
 };
 
 // The model folder's generation_config.json sampling defaults (temperature, top_p, top_k,
@@ -177,7 +182,8 @@ class LlmEngine {
   Batch batch_;
   Tensor logits_;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, forwards_ = 0;
-  double busy_seconds_ = 0;
+  double busy_seconds_ = 0, forward_seconds_ = 0;
+  std::unique_ptr<ChromeTrace> trace_;
   mutable std::mutex stats_mu_;
   LlmEngineStats stats_;
 };

@@ -794,6 +794,10 @@ int32_t Tokenizer::token_id(std::string_view token) const {
 
 const std::string& Tokenizer::token_text(int32_t id) const { return impl_->text_of(id); }
 
+bool Tokenizer::has_token(int32_t id) const {
+  return id >= 0 && size_t(id) < impl_->present.size() && impl_->present[id] != 0;
+}
+
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && size_t(id) < impl_->present.size() && impl_->present[id] == 3;
 }

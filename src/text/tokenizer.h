@@ -62,6 +62,9 @@ class Tokenizer {
   // tokens mapped back, "▁" as a space, <0xNN> as its byte); may be part of a character.
   std::string token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;  // a special added token (skipped by skip_special_tokens)
+  // Whether the id has a token: a model's vocabulary is often padded past the tokenizer's
+  // (Qwen3: 151936 rows, 151669 tokens), and the rows beyond have none.
+  bool has_token(int32_t id) const;
   const std::string& name() const;
 
  private:

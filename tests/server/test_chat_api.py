@@ -274,3 +274,18 @@ def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, 
     assert metric(chat_server, "parley_chat_requests_running") == 0
     assert metric(chat_server, "parley_chat_kv_blocks_used") == 0
     assert metric(chat_server, "parley_chat_time_to_first_token_seconds_count") >= 16
+
+
+def test_ids_past_the_tokenizer_add_no_text(client):
+    """Qwen3's 151936 rows hold 151669 tokens: a sampled id without a token (forced here by
+    logit_bias) adds no text, as the tokenizers crate's decode skips it, and is no error."""
+    r = client.completions.create(model="qwen3-test", prompt="Hi", max_tokens=3, temperature=0,
+                                  logit_bias={"151700": 100}, logprobs=1,
+                                  extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 3
+    assert r.choices[0].text == ""
+    assert r.choices[0].logprobs.tokens == ["", "", ""]
+    stream = client.completions.create(model="qwen3-test", prompt="Hi", max_tokens=3,
+                                       temperature=0, logit_bias={"151700": 100}, stream=True,
+                                       extra_body={"ignore_eos": True})
+    assert [c.choices[0].finish_reason for c in stream if c.choices][-1] == "length"

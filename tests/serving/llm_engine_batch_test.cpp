@@ -6,7 +6,11 @@
 // (fewer forwards than the runs alone, rows of several requests in one iteration).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "llm/llm_test_util.h"
 #include "serving/llm_engine.h"
@@ -254,6 +258,39 @@ TEST(LlmEngineBatchLifecycle, ARequestThatCannotFitAloneIsRefusedAtSubmit) {
     EXPECT_EQ(e.kind(), ErrorKind::resource_exhausted);
   }
   EXPECT_TRUE(engine.idle());
+}
+
+TEST(LlmEngineBatchLifecycle, TraceHasEveryIterationsSpansWithTheirRows) {
+  test::TempDir dir("engine_trace");
+  const std::string path = (dir.path() / "trace.json").string();
+  uint64_t iterations = 0;
+  {
+    LlmEngineOptions o = options();
+    o.trace_path = path;
+    LlmEngine engine(tiny().model, tiny().tokenizer, o);
+    Slot a, b;
+    submit(engine, request(30, 51, 4), a);
+    submit(engine, request(20, 52, 6), b);
+    run_to_idle(engine);
+    iterations = engine.stats().scheduler.iterations;
+    EXPECT_GT(engine.stats().forward_seconds, 0);
+    EXPECT_GE(engine.stats().busy_seconds, engine.stats().forward_seconds);
+  }
+  std::ifstream in(path);
+  const auto events = nlohmann::json::parse(in);  // whole JSON once the engine is gone
+  std::map<std::string, int> count;
+  int most_rows = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["ph"], "X");
+    EXPECT_GE(e["dur"].get<double>(), 0);
+    ++count[e["name"].get<std::string>()];
+    if (e["name"] == "forward") most_rows = std::max(most_rows, e["args"]["rows"].get<int>());
+  }
+  EXPECT_EQ(uint64_t(count["iteration"]), iterations);
+  EXPECT_EQ(uint64_t(count["schedule"]), iterations);
+  EXPECT_EQ(uint64_t(count["forward"]), iterations);  // mixed prefill: one per iteration
+  EXPECT_EQ(uint64_t(count["sample"]), iterations);
+  EXPECT_EQ(most_rows, 2);
 }
 
 }  // namespace
