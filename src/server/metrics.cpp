@@ -100,6 +100,19 @@ std::string render_chat_metrics(const ChatStats& c) {
          e.kv.evictions);
   scalar(o, "parley_chat_kv_tier_hit_blocks_total", "counter",
          "KV blocks restored from the RAM or SSD tier.", e.kv.tier_hit_blocks);
+  scalar(o, "parley_chat_kv_ssd_blocks", "gauge", "KV blocks in the SSD tier's folder.",
+         e.tiers.ssd_blocks);
+  scalar(o, "parley_chat_kv_ssd_writes_total", "counter", "KV block files written.",
+         e.tiers.ssd_writes);
+  scalar(o, "parley_chat_kv_ssd_hits_total", "counter", "KV blocks read back from files.",
+         e.tiers.ssd_hits);
+  scalar(o, "parley_chat_kv_ssd_corrupt_total", "counter",
+         "KV block files skipped as corrupt or truncated.", e.tiers.ssd_corrupt);
+  scalar(o, "parley_chat_kv_ssd_foreign_total", "counter",
+         "KV block files skipped as another model's.", e.tiers.ssd_foreign);
+  scalar(o, "parley_chat_kv_ssd_stale_temps_total", "counter",
+         "Half-written KV block temps of a killed server, removed at start.",
+         e.tiers.ssd_stale_temps);
   histogram(o, "parley_chat_time_to_first_token_seconds",
             "From a request's arrival at the engine to its first token.", c.first_token);
   histogram(o, "parley_chat_inter_token_seconds", "Gaps between a choice's successive tokens.",

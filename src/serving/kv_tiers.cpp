@@ -66,6 +66,12 @@ void KvTiers::scan() {
   for (std::filesystem::directory_iterator it(options_.dir, ec), end; !ec && it != end;
        it.increment(ec)) {
     const auto& path = it->path();
+    // A block file's temp (name.kvb.tmpPID_N) left by a process killed mid-write: removed.
+    if (path.filename().string().find(".kvb.tmp") != std::string::npos) {
+      std::error_code rm;
+      if (std::filesystem::remove(path, rm)) ++stats_.ssd_stale_temps;
+      continue;
+    }
     if (path.extension() != ".kvb" || !it->is_regular_file(ec)) continue;
     uint8_t h[kHeaderBytes];
     std::ifstream in(path, std::ios::binary);

@@ -52,6 +52,7 @@ struct KvTierStats {
   int64_t ssd_corrupt = 0;       // bad magic, version, size, checksum or hash: skipped
   int64_t ssd_foreign = 0;       // another model's fingerprint: skipped
   int64_t ssd_write_errors = 0;  // a block file that could not be written
+  int64_t ssd_stale_temps = 0;   // half-written temps of a killed process, removed at start
 };
 
 class KvTiers {

@@ -289,3 +289,70 @@ def test_ids_past_the_tokenizer_add_no_text(client):
                                        temperature=0, logit_bias={"151700": 100}, stream=True,
                                        extra_body={"ignore_eos": True})
     assert [c.choices[0].finish_reason for c in stream if c.choices][-1] == "length"
+
+
+def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_path):
+    """A one-row pool (16 blocks) under 12 concurrent clients evicts blocks to the SSD tier
+    all the time; SIGKILL lands while it writes. A new server on the same folder removes the
+    half-written temps, skips a truncated and a garbage block file, and answers as a server
+    without the folder does, reusing blocks from the files."""
+    import threading
+    folder = str(tmp_path / "qwen3-test")
+    make_qwen3(folder)
+    kv = tmp_path / "kv"
+    base = ["--whisper", MODEL, "--whisper-residency", "per-request", "--max-running", "4"]
+
+    def body(i, n=6):
+        return {"model": "qwen3-test", "prompt": [(977 * i + 31 * k) % 150000 for k in range(60)],
+                "max_tokens": n, "temperature": 0, "ignore_eos": True}
+
+    def complete(server, b):
+        status, _, raw = server.request("POST", "/v1/completions", json.dumps(b).encode(),
+                                        {"Content-Type": "application/json"})
+        assert status == 200, raw
+        return json.loads(raw)
+
+    fresh = Server(*base, model=folder)
+    want = {i: complete(fresh, body(i))["choices"][0]["text"] for i in range(3)}
+    assert fresh.terminate() == 0
+
+    s = Server(*base, "--kv-cache-dir", str(kv), "--kv-cache-gb", "0.000001", model=folder)
+    stop = threading.Event()
+
+    def load(c):
+        i = c
+        while not stop.is_set():
+            try:
+                complete(s, body(i % 40, n=20))
+            except Exception:  # noqa: BLE001 - the server is killed under it
+                return
+            i += 12
+
+    threads = [threading.Thread(target=load, args=(c,)) for c in range(12)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and s.metrics().get("parley_chat_kv_ssd_writes_total", 0) < 40:
+        time.sleep(0.05)
+    s.proc.kill()  # SIGKILL: no shutdown, no persist
+    s.proc.wait()
+    stop.set()
+    for t in threads:
+        t.join()
+    blocks = sorted(kv.glob("*.kvb"))
+    assert len(blocks) >= 10
+    (kv / "x.kvb.tmp999_0").write_bytes(b"half a block")  # as a kill mid-write leaves it
+    blocks[0].write_bytes(blocks[0].read_bytes()[:100])   # truncated
+    blocks[1].write_bytes(b"\0" * blocks[1].stat().st_size)  # garbage
+
+    again = Server(*base, "--kv-cache-dir", str(kv), model=folder)
+    try:
+        m = again.metrics()
+        assert m["parley_chat_kv_ssd_corrupt_total"] == 2
+        assert m["parley_chat_kv_ssd_stale_temps_total"] >= 1
+        assert not list(kv.glob("*.tmp*"))
+        for i in range(3):
+            assert complete(again, body(i))["choices"][0]["text"] == want[i], i
+        assert again.metrics()["parley_chat_kv_ssd_hits_total"] > 0
+    finally:
+        assert again.terminate() == 0
