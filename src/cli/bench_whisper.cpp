@@ -336,7 +336,7 @@ void run_bench_whisper(const BenchWhisperOptions& opt) {
   const nlohmann::json common = {
       {"model", dir},
       {"device", std::string(device_name(model->device()))},
-      {"dtype", std::string(dtype_name(model->dtype()))},
+      {"dtype", model->int8() ? std::string("int8") : std::string(dtype_name(model->dtype()))},
       {"device_label",
        dev == Device::cuda ? std::string(cuda::device_label()) : std::string("cpu")},
       {"warmup", warmup},

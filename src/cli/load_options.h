@@ -14,15 +14,17 @@ namespace parley::cli {
 
 struct DeviceFlags {
   std::string device = "cpu";  // cpu | cuda
-  std::string dtype = "f32";   // f32 | f16 | bf16
+  std::string dtype = "f32";   // f32 | f16 | bf16 | int8 (Whisper on the CPU)
 };
 
 inline void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
   cmd->add_option("--device", f.device, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--dtype", f.dtype, "Weights and activations: f32, f16 or bf16")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  cmd->add_option("--dtype", f.dtype,
+                  "Weights and activations: f32, f16 or bf16; int8: Whisper on the CPU with "
+                  "q8_0 decoder weights")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
       ->capture_default_str();
 }
 
@@ -30,6 +32,9 @@ inline LoadOptions load_options(const DeviceFlags& f) {
   LoadOptions o;
   o.device = f.device == "cuda" ? Device::cuda : Device::cpu;
   o.dtype = f.dtype == "f16" ? DType::f16 : (f.dtype == "bf16" ? DType::bf16 : DType::f32);
+  o.int8 = f.dtype == "int8";
+  check(!o.int8 || o.device == Device::cpu, ErrorKind::unsupported,
+        "[cli] --dtype int8 is a CPU configuration of Whisper; on CUDA use f16 or bf16");
   return o;
 }
 
@@ -52,6 +57,9 @@ inline LoadOptions load_options(const DeviceFlags& f, int audio_ctx) {
 // The same flags for a chat model (llm/model.h): the CPU runs f32 only.
 inline LlmLoadOptions llm_load_options(const DeviceFlags& f) {
   const LoadOptions o = load_options(f);
+  check(!o.int8, ErrorKind::unsupported,
+        "[cli] --dtype int8 is for Whisper models; a chat model's 8-bit weights come from a "
+        "Q8_0 GGUF file");
   return LlmLoadOptions{o.device, o.dtype};
 }
 

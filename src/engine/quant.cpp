@@ -2,6 +2,10 @@
 // and the QuantMatrix helpers.
 #include "engine/quant.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "engine/error.h"
 #include "engine/tensor.h"
 
@@ -184,6 +188,31 @@ QuantMatrix quant_matrix_to(const QuantMatrix& m, Device device) {
   out.owner = store;
   out.device = device;
   return out;
+}
+
+QuantMatrix quantize_q8_0(const Tensor& w) {
+  check_arg(w.dtype() == DType::f32 && w.device() == Device::cpu && w.ndim() == 2,
+            "[quant] quantize_q8_0 takes an f32 [rows, cols] CPU tensor, got " + w.describe());
+  const int64_t rows = w.dim(0), cols = w.dim(1);
+  check_arg(cols % 32 == 0,
+            "[quant] quantize_q8_0: cols " + std::to_string(cols) + " is not a multiple of 32");
+  const int64_t blocks = rows * cols / 32;
+  auto store = std::make_shared<std::vector<uint8_t>>(size_t(blocks * 34));
+  const float* x = w.data<float>();
+  uint8_t* out = store->data();
+  for (int64_t b = 0; b < blocks; ++b, x += 32, out += 34) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = f32_to_f16(d);
+    out[0] = uint8_t(h & 0xff);
+    out[1] = uint8_t(h >> 8);
+    for (int i = 0; i < 32; ++i) out[2 + i] = uint8_t(int8_t(std::lround(x[i] * id)));
+  }
+  const uint8_t* data = store->data();
+  return quant_matrix(QuantType::q8_0, rows, cols, data, blocks * 34, std::move(store), Device::cpu,
+                      "quantize_q8_0");
 }
 
 }  // namespace parley

@@ -92,6 +92,12 @@ QuantMatrix quant_matrix(QuantType t, int64_t rows, int64_t cols, const void* da
 // A copy of m's bytes on `device` (its own memory).
 QuantMatrix quant_matrix_to(const QuantMatrix& m, Device device);
 
+class Tensor;
+// w (f32 [rows, cols] on the CPU, contiguous, cols a multiple of 32) in q8_0 blocks of its
+// own memory: per 32 values d = max|x| / 127, stored as f16, and q = round(x / d) with the
+// unrounded d, as ggml's reference quantizer (quantize_row_q8_0_ref) computes them.
+QuantMatrix quantize_q8_0(const Tensor& w);
+
 // ---- Element decoding, on the host and in CUDA kernels alike (one value at a time; the
 // block loops in quant.cpp are the fast host form of the same arithmetic, and a test
 // checks that the two agree for every type).

@@ -48,7 +48,7 @@ void decoder_self_attention(Pool& pool, Tensor& x, const DecoderLayerWeights& l,
   Tensor step = cache.slice0(offset, total);  // [T, 3d]
   MatmulOptions proj;
   proj.bias = &l.self_qkv.bias;
-  normed_matmul(pool, x, l.self_ln, l.self_fold, l.self_qkv.weight, step, proj);
+  normed_matmul(pool, x, l.self_ln, l.self_fold, l.self_qkv, step, proj);
   const Tensor all = cache.reshape({1, n_ctx, 3 * d});
   Tensor attn = pool.alloc({1, t, d}, x.dtype());  // [1, T, d], heads side by side
   AttentionOptions opt;
@@ -246,7 +246,7 @@ std::vector<Tensor> WhisperSession::rows_step(std::span<const int32_t> tokens,
 Tensor WhisperSession::rows_logits(const whisper::RowsInput& in, int64_t offset) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
+  const WhisperWeights& w = decoder_weights();
   const int64_t b = in.tokens.numel(), d = c.n_text_state;
   Tensor x = pool_.alloc({b, d}, model_->dtype());  // [B, d], every row at position `offset`
   const Tensor position = w.decoder_positions.slice0(offset, offset + 1).reshape({d});
@@ -274,14 +274,14 @@ Tensor WhisperSession::step_logits(const Tensor& ids, int64_t t, int64_t offset,
                                    const Tensor* row_ids, int64_t n_out) {
   const WhisperConfig& c = model_->config();
   return whisper::final_logits(pool_, step_hidden(ids, t, offset, row_ids, n_out),
-                               model_->weights(), c.n_vocab);
+                               decoder_weights(), c.n_vocab);
 }
 
 Tensor WhisperSession::step_hidden(const Tensor& ids, int64_t t, int64_t offset,
                                    const Tensor* row_ids, int64_t n_out) {
   using namespace whisper;
   const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
+  const WhisperWeights& w = decoder_weights();
   const int64_t d = c.n_text_state;
   Tensor x = pool_.alloc({t, d}, model_->dtype());                          // [T, d]
   const Tensor positions = w.decoder_positions.slice0(offset, offset + t);  // [T, d]
@@ -420,7 +420,7 @@ const WhisperSession::Choices& WhisperSession::decode_choose(std::span<const int
     const Tensor rule_rows = input.slice0(1, 1 + kRuleWidth).reshape({1, kRuleWidth});
     auto forward = [&] {
       const Tensor x = step_hidden(ids, 1, offset, nullptr, 1);
-      const WhisperWeights& w = model_->weights();
+      const WhisperWeights& w = decoder_weights();
       if (k == 1) return top_1_choice(pool_, x, w, c.n_vocab, mask, rule_rows);
       return top_k_choices(pool_, final_logits(pool_, x, w, c.n_vocab), mask, rule_rows, k);
     };

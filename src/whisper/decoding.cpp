@@ -94,6 +94,7 @@ Tensor SessionLogitsSource::decode_selected(std::span<const int32_t> tokens,
   return session_.decode(tokens, rows);
 }
 void SessionLogitsSource::reset() { session_.reset(); }
+void SessionLogitsSource::set_full_precision(bool on) { session_.set_full_precision(on); }
 void SessionLogitsSource::fork(int n_rows) { session_.fork(n_rows); }
 Tensor SessionLogitsSource::decode_rows(std::span<const int32_t> tokens) {
   return session_.decode_rows(tokens);
@@ -726,6 +727,7 @@ DecodingResult decode_encoded(LogitsSource& source, const WhisperTokenizer& toke
   const bool stream = options.on_token && n_group == 1 && !beam;
 
   source.reset();
+  source.set_full_precision(options.temperature > 0.0f);
   std::vector<std::vector<float>> logits(static_cast<size_t>(n_group));
   std::vector<std::vector<float>> logprobs(beam ? size_t(n_group) : 0);
   std::vector<int32_t> last(static_cast<size_t>(n_group));

@@ -64,6 +64,10 @@ class LogitsSource {
   virtual Tensor decode_selected(std::span<const int32_t> tokens, std::span<const int64_t> rows);
   // Drops cached tokens, keeps the encoded audio.
   virtual void reset() = 0;
+  // The decoding about to run samples at a temperature (true) or chooses greedily or by
+  // beam search (false): with int8 weights (LoadOptions::int8) it then runs on the f32
+  // weights, or the q8_0 ones. Default: nothing to do.
+  virtual void set_full_precision(bool) {}
   // Batched decoding (beam search, best_of). fork(n) after decode() of the initial tokens
   // makes n rows that share the cached positions; decode_rows gives one token per row, all
   // at the next position, and returns f32 [n, n_vocab] on the CPU; reorder_rows makes row
@@ -157,6 +161,7 @@ class SessionLogitsSource : public LogitsSource {
   Tensor decode(std::span<const int32_t> tokens) override;
   Tensor decode_selected(std::span<const int32_t> tokens, std::span<const int64_t> rows) override;
   void reset() override;
+  void set_full_precision(bool on) override;
   void fork(int n_rows) override;
   Tensor decode_rows(std::span<const int32_t> tokens) override;
   void reorder_rows(std::span<const int32_t> source) override;

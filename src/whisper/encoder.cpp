@@ -10,14 +10,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "engine/env.h"
 #include "engine/error.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/quant_matmul.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/softmax.h"
 #include "engine/ops/spectral.h"
@@ -32,6 +36,12 @@ constexpr float kLayerNormEps = 1e-5f;
 
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w) {
   Tensor y = pool.alloc({x.dim(0), w.weight.dim(0)}, x.dtype());  // [T, out]
+  if (w.quantized()) {
+    MatmulQuantOptions q;
+    q.bias = &w.bias;
+    matmul_quant(x, w.q8, y, q);
+    return y;
+  }
   MatmulOptions opt;
   opt.trans_b = true;
   opt.bias = &w.bias;
@@ -40,6 +50,13 @@ Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w) {
 }
 
 void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x) {
+  if (w.quantized()) {
+    MatmulQuantOptions q;
+    q.bias = &w.bias;
+    q.beta = 1.0f;
+    matmul_quant(y, w.q8, x, q);
+    return;
+  }
   MatmulOptions opt;
   opt.trans_b = true;
   opt.bias = &w.bias;
@@ -71,6 +88,18 @@ void with_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln, const No
   gemm(x, opt);
 }
 
+// y = layer_norm(x; ln) @ dequant(q)^T with opt's bias, beta and gelu (the int8 path: the
+// norm on its own, never folded).
+void quant_normed(Pool& pool, const Tensor& x, const LayerNormWeights& ln, const QuantMatrix& q,
+                  Tensor& y, const MatmulOptions& opt) {
+  const Tensor a = layer_norm(pool, x, ln);
+  MatmulQuantOptions o;
+  o.bias = opt.bias;
+  o.beta = opt.beta;
+  matmul_quant(a, q, y, o);
+  if (opt.gelu) gelu(y, y);
+}
+
 }  // namespace
 
 void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
@@ -80,12 +109,19 @@ void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
             [&](const Tensor& a, const MatmulOptions& o) { matmul(a, weight, y, o); });
 }
 
+void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                   const NormFoldWeights& fold, const LinearWeights& w, Tensor& y,
+                   MatmulOptions opt) {
+  if (w.quantized()) return quant_normed(pool, x, ln, w.q8, y, opt);
+  normed_matmul(pool, x, ln, fold, w.weight, y, opt);
+}
+
 Tensor normed_linear(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
                      const NormFoldWeights& fold, const LinearWeights& w) {
   Tensor y = pool.alloc({x.dim(0), w.weight.dim(0)}, x.dtype());  // [T, out]
   MatmulOptions opt;
   opt.bias = &w.bias;
-  normed_matmul(pool, x, ln, fold, w.weight, y, opt);
+  normed_matmul(pool, x, ln, fold, w, y, opt);
   return y;
 }
 
@@ -95,7 +131,7 @@ void mlp_block(Pool& pool, Tensor& x, const LayerNormWeights& ln, const LinearWe
   MatmulOptions opt;
   opt.bias = &fc1.bias;
   opt.gelu = true;  // one launch for a decoder step's few rows (the GEMM's epilogue)
-  normed_matmul(pool, x, ln, fold, fc1.weight, hidden, opt);
+  normed_matmul(pool, x, ln, fold, fc1, hidden, opt);
   linear_residual(hidden, fc2, x);
 }
 
@@ -114,8 +150,97 @@ Tensor merge_heads(Pool& pool, const Tensor& x) {
   return merged;
 }
 
+namespace {
+
+// Text rows whose q8 logit is near the top are recomputed in f32: those within kSigmas
+// estimated standard deviations of the error of the kExactTop-th largest (a decision over at
+// most kExactTop - k suppressed tokens and a top k still sees exact values: the default
+// suppress list has about 90 ids, beam search asks for 6).
+constexpr int64_t kExactTop = 128;
+constexpr double kSigmas = 16;
+
+// The int8 configuration's logits [T, n_vocab] of the decoder's final hidden states x [T, d]:
+// the q8_0 product for every row of the vocabulary, then the f32 product for the rows a
+// decision can turn on. A q8 logit's error is a sum of d independent rounding errors (the
+// weight's, d_w / 2 at most, and the activation's 8-bit rounding in the fast kernel,
+// d_x / 2), close to Gaussian with variance sum over 32-value blocks of
+// d_w^2 / 12 * |x|_2^2 + d_x^2 / 12 * |w|_2^2, estimated per row with each block's largest
+// d_w and |w|_2^2 over the vocabulary (logits_max_d, logits_max_l2). (A worst-case bound is
+// 25-30x that standard deviation on tiny.en and would pick half the vocabulary; the largest
+// error seen on the shared clips is 4.8 of them.) Text rows whose q8 logit is within
+// kSigmas of them below the kExactTop-th largest, and every row from logits_exact_from on,
+// are gathered and multiplied in f32 (matmul, as the f32 configuration), so greedy and beam
+// choices are the f32 ones; the other logits enter only softmax normalizers. (Sampling at a
+// temperature draws from the whole distribution: WhisperSession decodes it with the f32
+// weights, WhisperModel::f32_weights.)
+void quant_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, Tensor& logits) {
+  const Tensor a = layer_norm(pool, x, w.decoder_ln);
+  MatmulOptions f32;
+  f32.trans_b = true;
+  matmul_quant(a, w.logits_q8, logits, {});
+  const int64_t t = a.dim(0), d = a.dim(1), n_vocab = logits.dim(1);
+  const int64_t text = std::min(w.logits_exact_from, n_vocab), blocks = d / 32;
+  std::vector<char> pick(size_t(text), 0);
+  std::vector<float> heap;
+  for (int64_t i = 0; i < t; ++i) {
+    const float* xi = a.data<float>() + i * d;
+    double var = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      double l2 = 0, amax = 0;
+      for (int k = 0; k < 32; ++k) {
+        const double v = xi[b * 32 + k];
+        l2 += v * v;
+        amax = std::max(amax, std::fabs(v));
+      }
+      // 1.125: the weight's error is d_w / 2 plus its f16 scale's rounding (127 * 2^-11 d_w).
+      const double dw = 1.125 * w.logits_max_d[size_t(b)], dx = amax / 127.0;
+      var += dw * dw / 12.0 * l2 + dx * dx / 12.0 * w.logits_max_l2[size_t(b)];
+    }
+    const float margin = float(kSigmas * std::sqrt(var) + 1e-4);
+    const float* z = logits.data<float>() + i * n_vocab;
+    const int64_t k = std::min(kExactTop, text);
+    heap.clear();  // a min-heap of the k largest q8 logits
+    for (int64_t j = 0; j < text; ++j) {
+      if (int64_t(heap.size()) < k) {
+        heap.push_back(z[j]);
+        std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+      } else if (z[j] > heap.front()) {
+        std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+        heap.back() = z[j];
+        std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+      }
+    }
+    const float threshold = heap.empty() ? 0.0f : heap.front() - margin;
+    for (int64_t j = 0; j < text; ++j)
+      if (!(z[j] < threshold)) pick[size_t(j)] = 1;  // NaN: picked
+  }
+  std::vector<int32_t> rows;
+  for (int64_t j = 0; j < text; ++j)
+    if (pick[size_t(j)]) rows.push_back(int32_t(j));
+  for (int64_t j = text; j < n_vocab; ++j) rows.push_back(int32_t(j));
+  if (rows.empty()) return;
+  const int64_t c = int64_t(rows.size());
+  Tensor ids = pool.alloc({c}, DType::i32);
+  std::memcpy(ids.raw(), rows.data(), size_t(c) * sizeof(int32_t));
+  Tensor e = pool.alloc({c, d}, DType::f32);
+  embedding(w.token_embedding, ids, e);
+  Tensor exact_rows = pool.alloc({t, c}, DType::f32);
+  matmul(a, e, exact_rows, f32);
+  for (int64_t i = 0; i < t; ++i) {
+    float* z = logits.data<float>() + i * n_vocab;
+    const float* v = exact_rows.data<float>() + i * c;
+    for (int64_t r = 0; r < c; ++r) z[rows[size_t(r)]] = v[r];
+  }
+}
+
+}  // namespace
+
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
   Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
+  if (w.logits_q8.data) {
+    quant_logits(pool, x, w, logits);
+    return logits;
+  }
   normed_matmul(pool, x, w.decoder_ln, w.decoder_fold, w.token_embedding, logits);
   return logits;
 }
@@ -124,6 +249,11 @@ void final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int
                        const Tensor& mask, const Tensor& rules, Tensor& logprobs, Tensor& ids,
                        const TimestampRuleAdvance* advance) {
   Tensor logits = pool.alloc({1, n_vocab}, DType::f32);
+  if (w.logits_q8.data) {
+    quant_logits(pool, x, w, logits);
+    masked_topk(logits, &mask, rules, 1, logprobs, ids, advance);
+    return;
+  }
   with_norm(
       pool, x, w.decoder_ln, w.decoder_fold, {}, [&](const Tensor& a, const MatmulOptions& o) {
         matmul_masked_top1(a, w.token_embedding, logits, o, &mask, rules, logprobs, ids, advance);

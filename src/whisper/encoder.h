@@ -35,7 +35,9 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
 // when F < frames.
 Tensor leading_frames(Pool& pool, const Tensor& mel, int64_t frames);
 
-// x [T, in] -> [T, out] = x @ w.weight^T + w.bias
+// x [T, in] -> [T, out] = x @ w.weight^T + w.bias. A quantized w (LinearWeights::q8, the
+// CPU int8 configuration) multiplies through matmul_quant (ops/quant_matmul.h) here and in
+// every function below that takes LinearWeights.
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);
 // x [T, d] += y [T, in] @ w.weight^T + w.bias (the residual add, fused into the matmul)
 void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x);
@@ -47,6 +49,11 @@ Tensor layer_norm(Pool& pool, const Tensor& x, const LayerNormWeights& ln);
 // decoder step has no LayerNorm launch); else the LayerNorm, then the GEMM.
 void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
                    const NormFoldWeights& fold, const Tensor& weight, Tensor& y,
+                   MatmulOptions opt = {});
+// The same against a LinearWeights (its q8 when quantized: the LayerNorm, then matmul_quant
+// with opt's bias and beta, then the GELU when opt.gelu).
+void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
+                   const NormFoldWeights& fold, const LinearWeights& w, Tensor& y,
                    MatmulOptions opt = {});
 // layer_norm(x; ln) [T, in] -> [T, out] = ... @ w.weight^T + w.bias (normed_matmul).
 Tensor normed_linear(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
@@ -63,6 +70,8 @@ Tensor merge_heads(Pool& pool, const Tensor& x);
 // final LayerNorm, then the GEMM against the token embedding, f32 out of the GEMM whatever
 // the weights' dtype (f32 accumulation: 16-bit logits would flip argmaxes between near-equal
 // candidates). The session and the batch session both end their passes here.
+// With int8 weights (LoadOptions::int8) the q8_0 product, in f32 near the top and for the
+// special tokens.
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab);
 // final_logits of one row x [1, d] and its token choice in one op (matmul_masked_top1,
 // ops/reduce.h: on CUDA the vocabulary GEMM's blocks rank their own logits): masked_topk's

@@ -88,6 +88,33 @@ void fold_decoder_norms(WhisperWeights& w, const LoadOptions& opt) {
   fold(w.token_embedding, w.decoder_ln, w.decoder_fold);
 }
 
+// LoadOptions::int8: q8_0 copies of the decoder's few-row GEMM weights (a decoder step reads
+// every one of them: a quarter of the bytes of f32), the f32 weights kept for the rest.
+void quantize_decoder(WhisperWeights& w, const LoadOptions& opt) {
+  if (!opt.int8) return;
+  check(opt.device == Device::cpu && opt.dtype == DType::f32, ErrorKind::unsupported,
+        "[whisper] int8 is a CPU configuration (f32 activations, q8_0 decoder weights)");
+  for (DecoderLayerWeights& l : w.decoder_layers)
+    for (LinearWeights* lw : {&l.self_qkv, &l.self_out, &l.cross_q, &l.cross_out, &l.fc1, &l.fc2})
+      lw->q8 = quantize_q8_0(lw->weight);
+  w.logits_q8 = quantize_q8_0(w.token_embedding);
+  const QuantMatrix& q = w.logits_q8;
+  const int64_t blocks = q.cols / 32;
+  w.logits_max_d.assign(size_t(blocks), 0.0f);
+  w.logits_max_l2.assign(size_t(blocks), 0.0f);
+  for (int64_t r = 0; r < q.rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* blk = q.data + r * q.row_bytes() + b * 34;
+      const float d = quant_f16(blk);
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) sum += int(int8_t(blk[2 + i])) * int(int8_t(blk[2 + i]));
+      w.logits_max_d[size_t(b)] = std::max(w.logits_max_d[size_t(b)], d);
+      w.logits_max_l2[size_t(b)] = std::max(w.logits_max_l2[size_t(b)], d * d * float(sum));
+    }
+  // <|endoftext|> of the English-only vocabulary (the multilingual one's last BPE token).
+  w.logits_exact_from = std::min<int64_t>(50256, q.rows);
+}
+
 }  // namespace
 
 WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig config,
@@ -111,6 +138,8 @@ WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig co
   }
   stack_cross_kv(weights_);
   fold_decoder_norms(weights_, opt_);
+  if (opt_.int8) f32_weights_ = weights_;  // before the q8_0 copies join
+  quantize_decoder(weights_, opt_);
 }
 
 int64_t whisper_window_frames(const WhisperModel& model) {

@@ -54,6 +54,11 @@ struct LoadOptions {
   // the decoder cross-attends to those N positions. Faster on slow machines, for short live
   // utterances; audio past N * 20 ms of a window is not heard. config().n_audio_ctx is N.
   int audio_ctx = 0;
+  // The CPU int8 configuration (`--dtype int8`): the decoder's linear layers and its
+  // vocabulary product multiply q8_0 copies of their f32 weights (quantize_q8_0,
+  // ops/quant_matmul.h: activations quantized per 32 values on the fly); the encoder, the
+  // cross-attention K/V projection of the audio and attention stay f32. dtype stays f32.
+  bool int8 = false;
 };
 
 // The on-disk layouts WhisperModel::load reads.
@@ -96,7 +101,10 @@ class WhisperModel {
   const std::string& dir() const { return dir_; }  // the path given to load()
   Device device() const { return opt_.device; }
   DType dtype() const { return opt_.dtype; }
+  bool int8() const { return opt_.int8; }  // LoadOptions::int8: q8_0 decoder weights
   const WhisperWeights& weights() const { return weights_; }
+  // weights() without the int8 configuration's q8_0 copies (the same tensors).
+  const WhisperWeights& f32_weights() const { return opt_.int8 ? f32_weights_ : weights_; }
   // A ggml file's vocabulary (token bytes by id); empty for the other layouts.
   const std::vector<std::string>& ggml_vocab() const { return ggml_vocab_; }
 
@@ -110,6 +118,7 @@ class WhisperModel {
   WhisperConfig config_;
   WhisperWeights weights_;
   LoadOptions opt_;
+  WhisperWeights f32_weights_;  // LoadOptions::int8: weights_ less its q8_0 copies
   std::vector<std::string> ggml_vocab_;
   int trained_audio_ctx_ = 0;
 };
@@ -172,6 +181,10 @@ class WhisperSession {
     beam_chain_active_ = false;
   }
   int n_cached() const { return n_cached_; }
+  // With int8 weights (LoadOptions::int8): decode with the f32 weights (true: sampling at a
+  // temperature, where any difference in the logits moves a draw) or the q8_0 ones (false,
+  // the default). No effect otherwise.
+  void set_full_precision(bool on) { full_precision_ = on; }
 
   // Batched decoding of several candidates of one window (beam search, best_of), one decoder
   // pass per step for all of them. fork(n) after decode() of the shared initial tokens makes
@@ -333,6 +346,10 @@ class WhisperSession {
   // columns [2d * i, 2d * i + d) and its v in the next d (one GEMM per window, encoder.cpp).
   Tensor cross_kv_;
   int n_cached_ = 0;
+  bool full_precision_ = false;
+  const WhisperWeights& decoder_weights() const {
+    return full_precision_ ? model_->f32_weights() : model_->weights();
+  }
   bool encoded_ = false;
   std::shared_ptr<whisper::DecodeGraphs> graphs_;         // CUDA only (null elsewhere)
   std::shared_ptr<whisper::EncoderGraph> encoder_graph_;  // CUDA only (null elsewhere)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/quant.h"
 #include "engine/tensor.h"
 #include "io/tensor_map.h"
 #include "whisper/config.h"
@@ -18,6 +19,10 @@ namespace parley {
 struct LinearWeights {
   Tensor weight;  // [out, in] (PyTorch Linear layout: matmul with trans_b)
   Tensor bias;    // [out]
+  // The CPU int8 configuration (LoadOptions::int8): the weight in q8_0 blocks, multiplied
+  // by ops/quant_matmul.h instead of `weight` (which stays for the other uses).
+  QuantMatrix q8;
+  bool quantized() const { return q8.data != nullptr; }
 };
 
 struct LayerNormWeights {
@@ -67,7 +72,15 @@ struct WhisperWeights {
   std::vector<EncoderLayerWeights> encoder_layers;
   LayerNormWeights encoder_ln;
 
-  Tensor token_embedding;    // [n_vocab, d], also the output projection (tied)
+  Tensor token_embedding;  // [n_vocab, d], also the output projection (tied)
+  // LoadOptions::int8: token_embedding in q8_0 for the logits, and per 32-column block the
+  // largest block scale and the largest sum of squared dequantized weights over its rows,
+  // from which whisper::final_logits estimates the q8 logits' error; rows from
+  // logits_exact_from on (<|endoftext|>, the specials and the timestamps) are always
+  // computed in f32.
+  QuantMatrix logits_q8;
+  std::vector<float> logits_max_d, logits_max_l2;
+  int64_t logits_exact_from = 0;
   Tensor decoder_positions;  // [n_text_ctx, d] (learned)
   std::vector<DecoderLayerWeights> decoder_layers;
   LayerNormWeights decoder_ln;

@@ -247,6 +247,59 @@ TEST_F(QuantMatmul, BatchInvariant) {
   }
 }
 
+TEST_F(QuantMatmul, QuantizeQ8_0RoundTripsWithinHalfAStep) {
+  // Gaussian rows with an all-zero block and a block of one value: per 32 values the scale is
+  // max|x| / 127 as an f16, every value within half a step of its float, the max at +-127.
+  const int64_t rows = 7, cols = 96;
+  Tensor w = Tensor::empty({rows, cols}, DType::f32);
+  std::normal_distribution<float> g(0.0f, 0.3f);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = g(rng_);
+  for (int k = 0; k < 32; ++k) {
+    w.data<float>()[k] = 0.0f;               // row 0, block 0
+    w.data<float>()[cols + 32 + k] = -2.5f;  // row 1, block 1
+  }
+  const QuantMatrix q = quantize_q8_0(w);
+  ASSERT_EQ(q.type, QuantType::q8_0);
+  ASSERT_EQ(q.rows, rows);
+  ASSERT_EQ(q.cols, cols);
+  std::vector<float> back(static_cast<size_t>(cols), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_blocks(QuantType::q8_0, q.data + r * q.row_bytes(), cols / 32, back.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = q.data + r * q.row_bytes() + b * 34;
+      float amax = 0;
+      for (int k = 0; k < 32; ++k)
+        amax = std::max(amax, std::fabs(w.data<float>()[r * cols + b * 32 + k]));
+      const float d = quant_f16(blk);
+      EXPECT_NEAR(d, amax / 127.0f, amax / 127.0f * 1e-3f + 1e-12f);
+      for (int k = 0; k < 32; ++k) {
+        const float x = w.data<float>()[r * cols + b * 32 + k];
+        EXPECT_LE(std::fabs(back[size_t(b * 32 + k)] - x), 0.5f * d + amax * 1e-3f)
+            << "row " << r << " value " << b * 32 + k;
+      }
+    }
+  }
+  EXPECT_EQ(quant_f16(q.data), 0.0f);  // the zero block
+  const uint8_t* ones = q.data + q.row_bytes() + 34;
+  for (int k = 0; k < 32; ++k) EXPECT_EQ(int8_t(ones[2 + k]), -127);
+  // matmul_quant over it agrees with the f32 product within the 8-bit error.
+  Tensor a = Tensor::empty({3, cols}, DType::f32);
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = g(rng_);
+  Tensor c = Tensor::empty({3, rows}, DType::f32);
+  matmul_quant(a, q, c);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < rows; ++j) {
+      double want = 0, scale = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        want += double(a.data<float>()[i * cols + k]) * w.data<float>()[j * cols + k];
+        scale += std::fabs(double(a.data<float>()[i * cols + k]) * w.data<float>()[j * cols + k]);
+      }
+      EXPECT_NEAR(c.data<float>()[i * rows + j], want, 2e-2 * scale + 1e-6);
+    }
+  expect_error([&] { quantize_q8_0(Tensor::empty({2, 40}, DType::f32)); }, {"multiple of 32"});
+  expect_error([&] { quantize_q8_0(Tensor::empty({2, 32}, DType::f16)); }, {"f32"});
+}
+
 TEST_F(QuantMatmul, BadArguments) {
   const RandomMatrix m = random_matrix(QuantType::q4_k, 4, 512, rng_);
   const Tensor a = random_rows(2, 512, rng_);
