@@ -356,3 +356,52 @@ def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_pa
         assert again.metrics()["parley_chat_kv_ssd_hits_total"] > 0
     finally:
         assert again.terminate() == 0
+
+
+def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path):
+    """SIGTERM while six requests run: each still gets every token, the server exits 0 after
+    writing its cached blocks to --kv-cache-dir, and a restarted server serves the same
+    prompt's prefix from those files."""
+    import signal
+    import threading
+    folder = str(tmp_path / "qwen3-test")
+    make_qwen3(folder)
+    kv = tmp_path / "kv"
+    args = ["--whisper", MODEL, "--whisper-residency", "per-request", "--kv-cache-dir", str(kv)]
+    prompts = [[(131 * k + 7 + 1000 * i) % 150000 for k in range(70)] for i in range(6)]
+    s = Server(*args, model=folder)
+    got = {}
+
+    def long_request(i):
+        body = json.dumps({"model": "qwen3-test", "prompt": prompts[i], "max_tokens": 150,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        status, _, raw = s.request("POST", "/v1/completions", body,
+                                   {"Content-Type": "application/json"}, timeout=120)
+        got[i] = (status, json.loads(raw))
+
+    threads = [threading.Thread(target=long_request, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and s.metrics().get("parley_chat_requests_running", 0) < 1:
+        time.sleep(0.005)
+    s.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(120)
+    for i in range(6):
+        assert got[i][0] == 200, got[i]
+        assert got[i][1]["usage"]["completion_tokens"] == 150
+    assert s.proc.wait(60) == 0
+    assert len(list(kv.glob("*.kvb"))) >= 6 * 4  # every prompt's 4 full blocks at least
+
+    again = Server(*args, model=folder)
+    try:
+        body = json.dumps({"model": "qwen3-test", "prompt": prompts[0], "max_tokens": 2,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        status, _, raw = again.request("POST", "/v1/completions", body,
+                                       {"Content-Type": "application/json"})
+        assert status == 200, raw
+        assert json.loads(raw)["usage"]["prompt_tokens_details"]["cached_tokens"] == 64
+        assert again.metrics()["parley_chat_kv_ssd_hits_total"] >= 4
+    finally:
+        assert again.terminate() == 0
