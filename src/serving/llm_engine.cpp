@@ -170,15 +170,10 @@ LlmEngineStats LlmEngine::stats() const {
 }
 
 void LlmEngine::publish_stats() {
-  LlmEngineStats s;
+  LlmEngineStats s = counters_;
   s.scheduler = scheduler_.stats();
   s.kv = pool_.stats();
   s.tiers = tiers_->stats();
-  s.prompt_tokens = prompt_tokens_;
-  s.generated_tokens = generated_tokens_;
-  s.forwards = forwards_;
-  s.busy_seconds = busy_seconds_;
-  s.forward_seconds = forward_seconds_;
   std::lock_guard lock(stats_mu_);
   stats_ = s;
 }
@@ -270,7 +265,7 @@ void LlmEngine::finish(Active& a, std::exception_ptr error) {
     }
   }
   t.preemptions = a.group.preemptions;
-  prompt_tokens_ += uint64_t(r.prompt_tokens);
+  counters_.prompt_tokens += uint64_t(r.prompt_tokens);
   try {
     if (a.on_done) a.on_done(error ? nullptr : &r, error);
   } catch (const std::exception& e) {
@@ -284,7 +279,7 @@ void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
   c.out.tokens.push_back(s.token);
   c.out.samples.push_back(s);
   ++a.result.completion_tokens;
-  ++generated_tokens_;
+  ++counters_.generated_tokens;
   // A sampled id without a token (the model's padded vocabulary rows) adds no text, as the
   // tokenizers crate's decode skips it.
   StopMatcher::Step step =
@@ -335,8 +330,8 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   const Clock::time_point f0 = Clock::now();
   model_.forward(batch_, cache_, logits_, scratch_);
   const Clock::time_point f1 = Clock::now();
-  forward_seconds_ += std::chrono::duration<double>(f1 - f0).count();
-  ++forwards_;
+  counters_.forward_seconds += std::chrono::duration<double>(f1 - f0).count();
+  ++counters_.forwards;
   if (trace_) {
     nlohmann::json requests = nlohmann::json::array();
     int64_t tokens = 0, decode = 0;
@@ -392,8 +387,8 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   if (trace_) trace_->span("sample", f1, now, 1, {{"rows", picks.size()}});
   for (size_t i = 0; i < picks.size(); ++i) {
     Active& a = *picks[i].a;
-    if (a.last_forward != forwards_) {  // once per request per forward
-      a.last_forward = forwards_;
+    if (a.last_forward != counters_.forwards) {  // once per request per forward
+      a.last_forward = counters_.forwards;
       if (a.token_steps++ == 0) a.first_token = now;
       a.last_token = now;
     }
@@ -464,7 +459,7 @@ bool LlmEngine::step() {
     }
   }
   const Clock::time_point t1 = Clock::now();
-  busy_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+  counters_.busy_seconds += std::chrono::duration<double>(t1 - t0).count();
   if (trace_) {
     trace_->span("iteration", t0, t1, 0, {{"tokens", plan.tokens}, {"rows", plan.rows.size()}});
     trace_->flush();

@@ -181,8 +181,7 @@ class LlmEngine {
   std::list<std::unique_ptr<Active>> active_;
   Batch batch_;
   Tensor logits_;
-  uint64_t prompt_tokens_ = 0, generated_tokens_ = 0, forwards_ = 0;
-  double busy_seconds_ = 0, forward_seconds_ = 0;
+  LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;
   mutable std::mutex stats_mu_;
   LlmEngineStats stats_;

@@ -31,19 +31,22 @@ void Scheduler::release(SequenceGroup* g) {
   for (Sequence& s : g->seqs) pool_.free(s.id);
 }
 
-void Scheduler::preempt(SequenceGroup* g, SchedulePlan& plan) {
+int64_t Scheduler::preempt(SequenceGroup* g, SchedulePlan& plan) {
   release(g);
   std::erase(running_, g);
   g->running = false;
   waiting_.push_front(g);
+  int64_t freed = 0;
   std::erase_if(plan.rows, [&](const ScheduledRow& r) {
     if (r.group != g) return false;
-    plan.tokens -= r.length;
+    freed += r.length;
     return true;
   });
+  plan.tokens -= freed;
   plan.preempted.push_back(g);
   ++g->preemptions;
   ++preemptions_;
+  return freed;
 }
 
 bool Scheduler::admit(SequenceGroup* g, int64_t& budget, SchedulePlan& plan) {
@@ -91,10 +94,7 @@ SchedulePlan Scheduler::schedule() {
       bool ok = pool_.allocate(s.id, len);
       while (!ok) {
         SequenceGroup* victim = running_.back();  // the newest
-        // Rows of the victim already planned give their budget back.
-        for (const ScheduledRow& r : plan.rows)
-          if (r.group == victim) budget += r.length;
-        preempt(victim, plan);
+        budget += preempt(victim, plan);          // its planned rows give their tokens back
         if (victim == g) break;
         ok = pool_.allocate(s.id, len);
       }

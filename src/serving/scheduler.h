@@ -113,7 +113,9 @@ class Scheduler {
   // Tokens of sequence s still to compute (0 when it is finished).
   int64_t remaining(const SequenceGroup& g, const Sequence& s) const;
   bool admit(SequenceGroup* g, int64_t& budget, SchedulePlan& plan);
-  void preempt(SequenceGroup* g, SchedulePlan& plan);
+  // Back to the head of the waiting queue, blocks freed, its rows out of the plan; returns
+  // the tokens those rows had taken from the budget.
+  int64_t preempt(SequenceGroup* g, SchedulePlan& plan);
   void release(SequenceGroup* g);  // every open sequence's pool request
 
   KvPool& pool_;

@@ -73,6 +73,7 @@ TEST(WhisperInt8, WhereItDoesNotApplyIsAClearError) {
   r = run_parley("transcribe --dtype int4 " + std::string(PARLEY_TEST_DATA) + "/audio/jfk.wav",
                  true);
   EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, testing::HasSubstr("int4 not in {f32,f16,bf16,int8}"));
 }
 
 }  // namespace

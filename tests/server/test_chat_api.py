@@ -239,13 +239,14 @@ def test_client_disconnect_mid_stream(chat_server, client):
     assert chat_server.proc.poll() is None
 
 
-def metric(chat_server, name):
-    import urllib.request
-    text = urllib.request.urlopen(chat_server.url + "/metrics", timeout=30).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
+def complete(server, prompt, max_tokens, timeout=120):
+    """A greedy /v1/completions of token ids that runs to max_tokens; the answer's JSON."""
+    body = json.dumps({"model": "qwen3-test", "prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0, "ignore_eos": True}).encode()
+    status, _, raw = server.request("POST", "/v1/completions", body,
+                                    {"Content-Type": "application/json"}, timeout=timeout)
+    assert status == 200, raw
+    return json.loads(raw)
 
 
 def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, client):
@@ -256,8 +257,8 @@ def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, 
                  max_tokens=6 + i % 5, temperature=0.8 if i % 2 else 0, seed=100 + i,
                  extra_body={"ignore_eos": True}) for i in range(16)]
     alone = [chat(client, **r).choices[0].message.content for r in reqs[:4]]
-    fwd0 = metric(chat_server, "parley_chat_forwards_total")
-    gen0 = metric(chat_server, "parley_chat_generated_tokens_total")
+    fwd0 = chat_server.metrics()["parley_chat_forwards_total"]
+    gen0 = chat_server.metrics()["parley_chat_generated_tokens_total"]
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(lambda r: chat(client, **r), reqs))
     for i, a in enumerate(alone):
@@ -267,13 +268,13 @@ def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, 
         assert r.choices[0].finish_reason == "length"
         t = r.model_extra["timings"]
         assert t["first_token_ms"] >= t["queue_ms"] >= 0 and t["per_token_ms"] > 0
-    forwards = metric(chat_server, "parley_chat_forwards_total") - fwd0
-    generated = metric(chat_server, "parley_chat_generated_tokens_total") - gen0
+    forwards = chat_server.metrics()["parley_chat_forwards_total"] - fwd0
+    generated = chat_server.metrics()["parley_chat_generated_tokens_total"] - gen0
     assert generated == sum(r["max_tokens"] for r in reqs)
     assert forwards < generated / 3, (forwards, generated)
-    assert metric(chat_server, "parley_chat_requests_running") == 0
-    assert metric(chat_server, "parley_chat_kv_blocks_used") == 0
-    assert metric(chat_server, "parley_chat_time_to_first_token_seconds_count") >= 16
+    assert chat_server.metrics()["parley_chat_requests_running"] == 0
+    assert chat_server.metrics()["parley_chat_kv_blocks_used"] == 0
+    assert chat_server.metrics()["parley_chat_time_to_first_token_seconds_count"] >= 16
 
 
 def test_ids_past_the_tokenizer_add_no_text(client):
@@ -302,18 +303,11 @@ def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_pa
     kv = tmp_path / "kv"
     base = ["--whisper", MODEL, "--whisper-residency", "per-request", "--max-running", "4"]
 
-    def body(i, n=6):
-        return {"model": "qwen3-test", "prompt": [(977 * i + 31 * k) % 150000 for k in range(60)],
-                "max_tokens": n, "temperature": 0, "ignore_eos": True}
-
-    def complete(server, b):
-        status, _, raw = server.request("POST", "/v1/completions", json.dumps(b).encode(),
-                                        {"Content-Type": "application/json"})
-        assert status == 200, raw
-        return json.loads(raw)
+    def prompt(i):
+        return [(977 * i + 31 * k) % 150000 for k in range(60)]
 
     fresh = Server(*base, model=folder)
-    want = {i: complete(fresh, body(i))["choices"][0]["text"] for i in range(3)}
+    want = {i: complete(fresh, prompt(i), 6)["choices"][0]["text"] for i in range(3)}
     assert fresh.terminate() == 0
 
     s = Server(*base, "--kv-cache-dir", str(kv), "--kv-cache-gb", "0.000001", model=folder)
@@ -323,7 +317,7 @@ def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_pa
         i = c
         while not stop.is_set():
             try:
-                complete(s, body(i % 40, n=20))
+                complete(s, prompt(i % 40), 20)
             except Exception:  # noqa: BLE001 - the server is killed under it
                 return
             i += 12
@@ -352,7 +346,7 @@ def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_pa
         assert m["parley_chat_kv_ssd_stale_temps_total"] >= 1
         assert not list(kv.glob("*.tmp*"))
         for i in range(3):
-            assert complete(again, body(i))["choices"][0]["text"] == want[i], i
+            assert complete(again, prompt(i), 6)["choices"][0]["text"] == want[i], i
         assert again.metrics()["parley_chat_kv_ssd_hits_total"] > 0
     finally:
         assert again.terminate() == 0
@@ -373,11 +367,7 @@ def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path)
     got = {}
 
     def long_request(i):
-        body = json.dumps({"model": "qwen3-test", "prompt": prompts[i], "max_tokens": 150,
-                           "temperature": 0, "ignore_eos": True}).encode()
-        status, _, raw = s.request("POST", "/v1/completions", body,
-                                   {"Content-Type": "application/json"}, timeout=120)
-        got[i] = (status, json.loads(raw))
+        got[i] = complete(s, prompts[i], 150)
 
     threads = [threading.Thread(target=long_request, args=(i,)) for i in range(6)]
     for t in threads:
@@ -389,19 +379,14 @@ def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path)
     for t in threads:
         t.join(120)
     for i in range(6):
-        assert got[i][0] == 200, got[i]
-        assert got[i][1]["usage"]["completion_tokens"] == 150
+        assert got[i]["usage"]["completion_tokens"] == 150, i  # complete() asserted the 200
     assert s.proc.wait(60) == 0
     assert len(list(kv.glob("*.kvb"))) >= 6 * 4  # every prompt's 4 full blocks at least
 
     again = Server(*args, model=folder)
     try:
-        body = json.dumps({"model": "qwen3-test", "prompt": prompts[0], "max_tokens": 2,
-                           "temperature": 0, "ignore_eos": True}).encode()
-        status, _, raw = again.request("POST", "/v1/completions", body,
-                                       {"Content-Type": "application/json"})
-        assert status == 200, raw
-        assert json.loads(raw)["usage"]["prompt_tokens_details"]["cached_tokens"] == 64
+        usage = complete(again, prompts[0], 2)["usage"]
+        assert usage["prompt_tokens_details"]["cached_tokens"] == 64
         assert again.metrics()["parley_chat_kv_ssd_hits_total"] >= 4
     finally:
         assert again.terminate() == 0

@@ -9,26 +9,14 @@
 #include "serving/kv_hash.h"
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
+#include "serving/serving_test_util.h"
 
 namespace parley {
 namespace {
 
 constexpr int64_t kB = KvCache::kBlockSize;
 
-LlmConfig tiny_config() {
-  LlmConfig c;
-  c.n_layers = 2;
-  c.n_kv_heads = 1;
-  c.head_dim = 4;
-  return c;
-}
-
-// n token ids counting from `first`.
-std::vector<int32_t> seq(int64_t n, int32_t first) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
+using test::seq;
 
 std::vector<int32_t> table(const KvPool& pool, KvRequestId id) {
   auto t = pool.block_table(id);
@@ -72,7 +60,7 @@ TEST(KvHash, ChainedOverParentAndNamespace) {
 }
 
 TEST(KvPool, AllocatesExactBlocksAndFailsWholly) {
-  KvCache cache(tiny_config(), 8);
+  KvCache cache(test::tiny_kv_config(), 8);
   KvPool pool(cache);
   EXPECT_EQ(pool.lookup_prefix(1, seq(40, 0)), 0);
   ASSERT_TRUE(pool.allocate(1, 40));
@@ -97,7 +85,7 @@ TEST(KvPool, AllocatesExactBlocksAndFailsWholly) {
 }
 
 TEST(KvPool, SharesCachedPrefixBlocksWithRefcounts) {
-  KvCache cache(tiny_config(), 8);
+  KvCache cache(test::tiny_kv_config(), 8);
   KvPool pool(cache);
   V a = seq(50, 0);
   pool.lookup_prefix(1, a);
@@ -135,7 +123,7 @@ TEST(KvPool, SharesCachedPrefixBlocksWithRefcounts) {
 }
 
 TEST(KvPool, EvictsLeastRecentlyFreedTailFirst) {
-  KvCache cache(tiny_config(), 4);
+  KvCache cache(test::tiny_kv_config(), 4);
   KvPool pool(cache);
   V a = seq(33, 0);
   pool.lookup_prefix(1, a);
@@ -162,7 +150,7 @@ TEST(KvPool, EvictsLeastRecentlyFreedTailFirst) {
 }
 
 TEST(KvPool, HitsRespectParentsAndNamespaces) {
-  KvCache cache(tiny_config(), 16);
+  KvCache cache(test::tiny_kv_config(), 16);
   KvPool pool(cache);
   V a = seq(40, 0);
   pool.lookup_prefix(1, a);
@@ -185,7 +173,7 @@ TEST(KvPool, HitsRespectParentsAndNamespaces) {
 }
 
 TEST(KvPool, PublishesGeneratedTokens) {
-  KvCache cache(tiny_config(), 8);
+  KvCache cache(test::tiny_kv_config(), 8);
   KvPool pool(cache);
   V prompt = seq(20, 0), answer = seq(20, 300);
   pool.lookup_prefix(1, prompt);
@@ -206,7 +194,7 @@ TEST(KvPool, PublishesGeneratedTokens) {
 }
 
 TEST(KvPool, CopiesOnWriteAtDivergence) {
-  KvCache cache(tiny_config(), 4);
+  KvCache cache(test::tiny_kv_config(), 4);
   KvPool pool(cache);
   pool.lookup_prefix(1, seq(20, 0));
   ASSERT_TRUE(pool.allocate(1, 20));
@@ -253,7 +241,7 @@ struct TempDir {
 };
 
 TEST(KvTiers, RamTierRestoresAnEvictedBlock) {
-  KvCache cache(tiny_config(), 2);
+  KvCache cache(test::tiny_kv_config(), 2);
   KvTiers tiers({.ram_bytes = 4 * cache.block_bytes(), .dir = {}, .fingerprint = fingerprint(1)},
                 cache.block_bytes());
   KvPool pool(cache, &tiers);
@@ -280,7 +268,7 @@ TEST(KvTiers, SsdTierSurvivesARestartAndSkipsBadFiles) {
   TempDir dir("ssd");
   const V a = seq(40, 0);
   {
-    KvCache cache(tiny_config(), 4);
+    KvCache cache(test::tiny_kv_config(), 4);
     KvTiers tiers({.ram_bytes = 0, .dir = dir.path.string(), .fingerprint = fingerprint(5)},
                   cache.block_bytes());
     KvPool pool(cache, &tiers);
@@ -295,7 +283,7 @@ TEST(KvTiers, SsdTierSurvivesARestartAndSkipsBadFiles) {
   }
   // A new process: the index comes from the folder.
   {
-    KvCache cache(tiny_config(), 4);
+    KvCache cache(test::tiny_kv_config(), 4);
     KvTiers tiers({.ram_bytes = 0, .dir = dir.path.string(), .fingerprint = fingerprint(5)},
                   cache.block_bytes());
     EXPECT_EQ(tiers.stats().ssd_blocks, 2);
@@ -307,7 +295,7 @@ TEST(KvTiers, SsdTierSurvivesARestartAndSkipsBadFiles) {
   }
   // Another model's fingerprint: both files foreign, nothing served.
   {
-    KvCache cache(tiny_config(), 4);
+    KvCache cache(test::tiny_kv_config(), 4);
     KvTiers tiers({.ram_bytes = 0, .dir = dir.path.string(), .fingerprint = fingerprint(6)},
                   cache.block_bytes());
     EXPECT_EQ(tiers.stats().ssd_foreign, 2);
@@ -331,7 +319,7 @@ TEST(KvTiers, SsdTierSurvivesARestartAndSkipsBadFiles) {
   std::filesystem::resize_file(second_file, std::filesystem::file_size(second_file) - 3);
   std::ofstream(dir.path / "junk.kvb") << "not a block";
   {
-    KvCache cache(tiny_config(), 4);
+    KvCache cache(test::tiny_kv_config(), 4);
     KvTiers tiers({.ram_bytes = 0, .dir = dir.path.string(), .fingerprint = fingerprint(5)},
                   cache.block_bytes());
     EXPECT_EQ(tiers.stats().ssd_corrupt, 2);  // truncated + junk

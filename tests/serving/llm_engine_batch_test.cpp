@@ -12,22 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/llm_test_util.h"
 #include "serving/llm_engine.h"
+#include "serving/serving_test_util.h"
 
 namespace parley {
 namespace {
 
-struct Tiny {
-  test::TempDir dir{"kv_engine_batch"};
-  LlmModel model = LlmModel::load(test::write_tiny(dir, "tiny-llama"));
-  Tokenizer tokenizer = Tokenizer::from_file(std::string(PARLEY_TEST_DATA) + "/llm/tokenizer.json");
-};
-
-Tiny& tiny() {
-  static Tiny t;
-  return t;
-}
+test::TinyLlama& tiny() { return test::tiny_llama(); }
 
 int64_t vocab() { return tiny().model.config().vocab_size; }
 

@@ -7,22 +7,13 @@
 
 #include <filesystem>
 
-#include "llm/llm_test_util.h"
 #include "serving/llm_engine.h"
+#include "serving/serving_test_util.h"
 
 namespace parley {
 namespace {
 
-struct Tiny {
-  test::TempDir dir{"kv_engine"};
-  LlmModel model = LlmModel::load(test::write_tiny(dir, "tiny-llama"));
-  Tokenizer tokenizer = Tokenizer::from_file(std::string(PARLEY_TEST_DATA) + "/llm/tokenizer.json");
-};
-
-Tiny& tiny() {
-  static Tiny t;
-  return t;
-}
+test::TinyLlama& tiny() { return test::tiny_llama(); }
 
 std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -4,9 +4,8 @@
 // No model runs: the test plays the engine, committing each planned row.
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "serving/scheduler.h"
+#include "serving/serving_test_util.h"
 
 namespace parley {
 namespace {
@@ -14,23 +13,13 @@ namespace {
 constexpr int64_t kB = KvCache::kBlockSize;
 using V = std::vector<int32_t>;
 
-LlmConfig tiny_config() {
-  LlmConfig c;
-  c.n_layers = 1;
-  c.n_kv_heads = 1;
-  c.head_dim = 4;
-  return c;
-}
-
-V seq(int64_t n, int32_t first) {
-  V t(size_t(n), 0);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
+using test::seq;
 
 struct Fixture {
   explicit Fixture(int64_t blocks, SchedulerOptions o)
-      : cache(tiny_config(), blocks, Device::cpu, DType::f32), pool(cache), sched(pool, o) {}
+      : cache(test::tiny_kv_config(), blocks, Device::cpu, DType::f32),
+        pool(cache),
+        sched(pool, o) {}
   KvCache cache;
   KvPool pool;
   Scheduler sched;

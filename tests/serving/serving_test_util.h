@@ -1,0 +1,43 @@
+// Shared pieces of the serving tests: a small KV-cache shape and token runs for the pool and
+// scheduler tests (fake requests, exact block ids), and one synthetic tiny-llama with the
+// Qwen3 tokenizer for the engine tests (made once per test binary).
+#pragma once
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "llm/llm_test_util.h"
+#include "llm/model.h"
+#include "text/tokenizer.h"
+
+namespace parley::test {
+
+// A KvCache shape with small blocks: 2 layers, one KV head of 4.
+inline LlmConfig tiny_kv_config() {
+  LlmConfig c;
+  c.n_layers = 2;
+  c.n_kv_heads = 1;
+  c.head_dim = 4;
+  return c;
+}
+
+// n token ids counting from `first`.
+inline std::vector<int32_t> seq(int64_t n, int32_t first) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+struct TinyLlama {
+  TempDir dir{"serving_engine"};
+  LlmModel model = LlmModel::load(write_tiny(dir, "tiny-llama"));
+  Tokenizer tokenizer = Tokenizer::from_file(std::string(PARLEY_TEST_DATA) + "/llm/tokenizer.json");
+};
+
+inline TinyLlama& tiny_llama() {
+  static TinyLlama t;
+  return t;
+}
+
+}  // namespace parley::test
