@@ -231,12 +231,29 @@ def test_client_disconnect_mid_stream(chat_server, client):
         assert piece, got
         got += piece
     assert got.startswith(b"HTTP/1.1 200")
+    gen0 = chat_server.metrics()["parley_chat_generated_tokens_total"]
     sock.close()
     t = time.time()
     r = chat(client, max_tokens=3)
     assert r.choices[0].message.content is not None
     assert time.time() - t < 30
     assert chat_server.proc.poll() is None
+    # The server notices the closed socket at a write and cancels the request: it ends well
+    # before its 200 tokens, and nothing of it runs on into the next test's counters.
+    wait_idle(chat_server)
+    generated = chat_server.metrics()["parley_chat_generated_tokens_total"] - gen0
+    assert generated < 3 + 200, generated
+
+
+def wait_idle(server, timeout=30):
+    """Waits until the chat engine has no running or waiting request."""
+    deadline = time.time() + timeout
+    while True:
+        m = server.metrics()
+        if m["parley_chat_requests_running"] == 0 and m["parley_chat_requests_waiting"] == 0:
+            return
+        assert time.time() < deadline, m
+        time.sleep(0.05)
 
 
 def complete(server, prompt, max_tokens, timeout=120):
@@ -257,6 +274,7 @@ def test_concurrent_clients_share_iterations_with_the_same_answers(chat_server, 
                  max_tokens=6 + i % 5, temperature=0.8 if i % 2 else 0, seed=100 + i,
                  extra_body={"ignore_eos": True}) for i in range(16)]
     alone = [chat(client, **r).choices[0].message.content for r in reqs[:4]]
+    wait_idle(chat_server)
     fwd0 = chat_server.metrics()["parley_chat_forwards_total"]
     gen0 = chat_server.metrics()["parley_chat_generated_tokens_total"]
     with ThreadPoolExecutor(16) as pool:
