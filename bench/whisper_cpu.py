@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Whisper on the CPU, whole processes: parley f32 and int8 beside faster-whisper (not a test).
+"""Whisper on the CPU, whole processes: parley f32 / int8, faster-whisper, whisper.cpp (not a test).
 
     .venv-ref/bin/python bench/whisper_cpu.py [--parley build/parley] [--model DIR]
         [--clips jfk.wav silero_test.wav] [--beams 1 5] [--runs 3] [--threads 2]
+        [--whispercpp BIN --whispercpp-model FILE] [--engines NAME...]
 
 For every clip (from ../shared/data/audio) and beam size, times whole processes, median of
 --runs, in one interleaved loop (so a busy moment hits every engine alike):
@@ -10,20 +11,30 @@ For every clip (from ../shared/data/audio) and beam size, times whole processes,
   greedy, `--beam-size 0`);
 - faster-whisper (CTranslate2, PyPI): a Python process that loads the same CTranslate2
   tiny.en folder with compute_type int8 or float32 and cpu_threads T, and transcribes the
-  file (beam_size B, temperature 0, language "en", no VAD), consuming every segment.
-Prints one JSON line per (clip, beam, engine) with the median and all wall times, and the
-transcript's text (to compare), then one summary line per (clip, beam) with the ratios
-parley int8 / faster-whisper int8 and parley int8 / parley f32 (< 1: parley int8 faster).
+  file (beam_size B, temperature 0, language "en", no VAD), consuming every segment;
+- whisper.cpp (tools/cpu/whispercpp.sh builds it and the ggml files; its rows are left out
+  while the default --whispercpp / --whispercpp-model are not there):
+  `whisper-cli -m FILE -t T -l en -bs B -sns -np -f FILE` (-bs 1: greedy; whisper.cpp's own
+  defaults otherwise, as openai-whisper's: temperature 0 with the 0.2 fallback ladder, best_of
+  5 when sampling, timestamps predicted; -sns suppresses the non-speech tokens as
+  suppress_tokens="-1" does), its text the segments' text without the printed times.
+--engines keeps only the named engines (parley_f32 parley_int8 faster_whisper_int8
+faster_whisper_f32 whisper_cpp). Prints one JSON line per (clip, beam, engine) with the median
+and all wall times, and the transcript's text (to compare), then one summary line per (clip,
+beam) with the ratios parley int8 / faster-whisper int8, parley int8 / whisper.cpp and parley
+int8 / parley f32 (< 1: parley int8 faster), those whose two engines ran.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WCPP_DIR = os.path.join(HERE, "..", ".deps", "whispercpp-cpu")  # tools/cpu/whispercpp.sh's
 
 FW = r"""
 import sys
@@ -45,6 +56,11 @@ def timed(cmd):
     return dt, out.stdout
 
 
+def whispercpp_text(out):
+    """The segments' text from whisper-cli's stdout ("[00:00:00.000 --> 00:00:11.000]   And so")."""
+    return "".join(re.sub(r"^\[[^]]*-->[^]]*\]  ", "", line) for line in out.splitlines())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parley", default="build/parley")
@@ -55,6 +71,10 @@ def main():
     ap.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--whispercpp", default=os.path.join(WCPP_DIR, "build", "whisper-cli"))
+    ap.add_argument("--whispercpp-model",
+                    default=os.path.join(WCPP_DIR, "ggml-tiny.en-q8_0.bin"))
+    ap.add_argument("--engines", nargs="+")
     args = ap.parse_args()
 
     engines = {
@@ -68,7 +88,19 @@ def main():
                                              str(b), str(args.threads)],
         "faster_whisper_f32": lambda f, b: [sys.executable, "-c", FW, args.model, f, "float32",
                                             str(b), str(args.threads)],
+        "whisper_cpp": lambda f, b: [args.whispercpp, "-m", args.whispercpp_model, "-t",
+                                     str(args.threads), "-l", "en", "-bs", str(b), "-sns", "-np",
+                                     "-f", f],
     }
+    if not (os.path.exists(args.whispercpp) and os.path.exists(args.whispercpp_model)):
+        print(f"whisper_cpu: no {args.whispercpp} or {args.whispercpp_model} "
+              "(tools/cpu/whispercpp.sh): no whisper.cpp rows", file=sys.stderr)
+        del engines["whisper_cpp"]
+    if args.engines:
+        unknown = set(args.engines) - set(engines)
+        if unknown:
+            raise SystemExit(f"whisper_cpu: unknown or unavailable engines {sorted(unknown)}")
+        engines = {e: engines[e] for e in args.engines}
     for clip in args.clips:
         path = os.path.join(args.data, "audio", clip)
         for beam in args.beams:
@@ -80,21 +112,26 @@ def main():
                     times[name].append(dt)
                     if name.startswith("parley"):
                         out = json.loads(out)["text"]
+                    elif name == "whisper_cpp":
+                        out = whispercpp_text(out)
                     texts[name] = out.strip()
             med = {e: statistics.median(v) for e, v in times.items()}
             for e in engines:
-                print(json.dumps({"clip": clip, "beam": beam, "engine": e,
-                                  "median_s": round(med[e], 3),
-                                  "runs_s": [round(v, 3) for v in times[e]],
-                                  "threads": args.threads, "text": texts[e]}), flush=True)
-            print(json.dumps({
-                "clip": clip, "beam": beam, "summary": True,
-                "parley_int8_over_faster_whisper_int8":
-                    round(med["parley_int8"] / med["faster_whisper_int8"], 3),
-                "parley_int8_over_faster_whisper_f32":
-                    round(med["parley_int8"] / med["faster_whisper_f32"], 3),
-                "parley_int8_over_parley_f32": round(med["parley_int8"] / med["parley_f32"], 3),
-                "same_text_int8_f32": texts["parley_int8"] == texts["parley_f32"]}), flush=True)
+                row = {"clip": clip, "beam": beam, "engine": e, "median_s": round(med[e], 3),
+                       "runs_s": [round(v, 3) for v in times[e]], "threads": args.threads,
+                       "text": texts[e]}
+                if e == "whisper_cpp":
+                    row["model"] = os.path.basename(args.whispercpp_model)
+                print(json.dumps(row), flush=True)
+            summary = {"clip": clip, "beam": beam, "summary": True}
+            for other in ("faster_whisper_int8", "faster_whisper_f32", "whisper_cpp",
+                          "parley_f32"):
+                if "parley_int8" in med and other in med:
+                    summary["parley_int8_over_" + other] = round(
+                        med["parley_int8"] / med[other], 3)
+            if "parley_int8" in texts and "parley_f32" in texts:
+                summary["same_text_int8_f32"] = texts["parley_int8"] == texts["parley_f32"]
+            print(json.dumps(summary), flush=True)
     return 0
 
 

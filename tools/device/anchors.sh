@@ -27,10 +27,12 @@
 #                         default: the first of $GPU_DATA/data/whisper, $GPU_DATA/data,
 #                         data/whisper, data that has multilingual.tiktoken
 #   WCPP_TAR=.deps/whispercpp/whisper.cpp-$WCPP_COMMIT_SHORT.tar.gz   the trimmed source
-#                         (3 MB; .deps is git-ignored and travels as a carried path), made
-#                         from a clone of whisper.cpp:  git -C CLONE archive --format=tar
-#                         $WCPP_COMMIT CMakeLists.txt cmake include src ggml examples/bench
-#                         LICENSE | gzip -9 > $WCPP_TAR
+#                         (3.6 MB; .deps is git-ignored and travels as a carried path), made
+#                         from a clone of whisper.cpp by tools/cpu/whispercpp.sh (WCPP_GIT=CLONE;
+#                         its WCPP_PATHS: the library, examples/bench, and examples/cli and
+#                         examples/quantize for the CPU benchmark's whisper-cli); an older
+#                         tarball of only CMakeLists.txt cmake include src ggml examples/bench
+#                         LICENSE still builds everything here
 #   WORK=/tmp/anchors     build tree, ggml files, vocabulary folder
 #   JOBS=16 THREADS=16    build jobs; CPU threads of every system's CPU side
 #   PARLEY_DEPS_PREFIX=/tmp/deps   unpacked .debs parley links (added to LD_LIBRARY_PATH)
