@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "engine/tensor.h"
+#include "engine/threadpool.h"
 
 namespace parley {
 
@@ -198,18 +199,29 @@ QuantMatrix quantize_q8_0(const Tensor& w) {
             "[quant] quantize_q8_0: cols " + std::to_string(cols) + " is not a multiple of 32");
   const int64_t blocks = rows * cols / 32;
   auto store = std::make_shared<std::vector<uint8_t>>(size_t(blocks * 34));
-  const float* x = w.data<float>();
-  uint8_t* out = store->data();
-  for (int64_t b = 0; b < blocks; ++b, x += 32, out += 34) {
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t h = f32_to_f16(d);
-    out[0] = uint8_t(h & 0xff);
-    out[1] = uint8_t(h >> 8);
-    for (int i = 0; i < 32; ++i) out[2 + i] = uint8_t(int8_t(std::lround(x[i] * id)));
-  }
+  const float* src = w.data<float>();
+  uint8_t* dst = store->data();
+  // Blocks are independent: split over the CPU threads (a load quantizes whole models).
+  cpu_threads().parallel_for(blocks, 256, [&](int64_t begin, int64_t end) {
+    const float* x = src + begin * 32;
+    uint8_t* out = dst + begin * 34;
+    for (int64_t b = begin; b < end; ++b, x += 32, out += 34) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t h = f32_to_f16(d);
+      out[0] = uint8_t(h & 0xff);
+      out[1] = uint8_t(h >> 8);
+      for (int i = 0; i < 32; ++i) {
+        // Half away from zero, as lround (|t| <= 127, so t - trunc(t) is exact), inline.
+        const float t = x[i] * id;
+        int v = int(t);
+        if (std::fabs(t - float(v)) >= 0.5f) v += t > 0.0f ? 1 : -1;
+        out[2 + i] = uint8_t(int8_t(v));
+      }
+    }
+  });
   const uint8_t* data = store->data();
   return quant_matrix(QuantType::q8_0, rows, cols, data, blocks * 34, std::move(store), Device::cpu,
                       "quantize_q8_0");

@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
 
@@ -87,20 +89,11 @@ struct Geometry {
 // Scores s[0, visible) (scaled; -inf where masked) become probabilities; returns false,
 // leaving s undefined, when no key is visible.
 bool softmax_visible(float* s, int64_t visible, const int8_t* mrow) {
-  float mx = kNegInf;
-  for (int64_t j = 0; j < visible; ++j) {
-    if (mrow && !mrow[j]) s[j] = kNegInf;
-    mx = std::max(mx, s[j]);
+  if (mrow) {
+    for (int64_t j = 0; j < visible; ++j)
+      if (!mrow[j]) s[j] = kNegInf;
   }
-  if (mx == kNegInf) return false;
-  float sum = 0.0f;
-  for (int64_t j = 0; j < visible; ++j) {
-    s[j] = std::exp(s[j] - mx);  // exp(-inf) = 0 for masked keys
-    sum += s[j];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < visible; ++j) s[j] *= inv;
-  return true;
+  return visible > 0 && softmax_row(s, visible);
 }
 
 // Eight partial sums so the compiler can keep them in vector lanes.
@@ -129,15 +122,23 @@ void attention_rows(const T* pq, const T* pk, const T* pv, T* po, const Geometry
       const T* kb = pk + g.sk.at(g.k_index ? g.k_index[b] : b, h, 0);
       const T* vb = pv + g.sv.at(g.v_index ? g.v_index[b] : b, h, 0);
       load_f32(pq + g.sq.at(b, h, i), qrow.data(), g.d);
-      for (int64_t j = 0; j < visible; ++j)
-        s[size_t(j)] = dot(qrow.data(), kb + j * g.sk.row, g.d) * g.scale;
+      if constexpr (std::is_same_v<T, float>) {
+        dot_rows_f32(qrow.data(), kb, g.sk.row, visible, g.d, g.scale, s.data());
+      } else {
+        for (int64_t j = 0; j < visible; ++j)
+          s[size_t(j)] = dot(qrow.data(), kb + j * g.sk.row, g.d) * g.scale;
+      }
       std::fill(acc.begin(), acc.end(), 0.0f);
       if (softmax_visible(s.data(), visible, g.mask_row(bh))) {
-        for (int64_t j = 0; j < visible; ++j) {
-          const float p = s[size_t(j)];
-          if (p == 0.0f) continue;
-          const T* vrow = vb + j * g.sv.row;
-          for (int64_t c = 0; c < g.dv; ++c) acc[size_t(c)] += p * to_f32(vrow[c]);
+        if constexpr (std::is_same_v<T, float>) {
+          weighted_rows_f32(s.data(), vb, g.sv.row, visible, g.dv, acc.data());
+        } else {
+          for (int64_t j = 0; j < visible; ++j) {
+            const float p = s[size_t(j)];
+            if (p == 0.0f) continue;
+            const T* vrow = vb + j * g.sv.row;
+            for (int64_t c = 0; c < g.dv; ++c) acc[size_t(c)] += p * to_f32(vrow[c]);
+          }
         }
       }
       T* orow = po + g.so.at(b, h, i);  // zeros when no key is visible

@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/vec_math.h"
 
 namespace parley::cpu {
 
@@ -56,11 +59,22 @@ void scale(const Tensor& a, float s, Tensor& out) {
 void unary(UnaryOp op, const Tensor& x, Tensor& out) {
   dispatch_float(x.dtype(), op == UnaryOp::gelu ? "gelu" : "silu", [&](auto tag) {
     using T = decltype(tag);
-    if (op == UnaryOp::gelu) {
-      constexpr float kInvSqrt2 = 0.70710678118654752f;
-      map_unary<T>(x, out, [](float v) { return 0.5f * v * (1.0f + std::erf(v * kInvSqrt2)); });
-    } else {
-      map_unary<T>(x, out, [](float v) { return v / (1.0f + std::exp(-v)); });
+    const auto f = op == UnaryOp::gelu ? gelu_f32 : silu_f32;
+    if constexpr (std::is_same_v<T, float>) {
+      const float* px = x.data<float>();
+      float* po = out.data<float>();
+      cpu_threads().parallel_for(x.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+        f(px + begin, po + begin, end - begin);
+      });
+    } else {  // 16-bit storage: through an f32 buffer per chunk
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      cpu_threads().parallel_for(x.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+        std::vector<float> buf(size_t(end - begin));
+        load_f32(px + begin, buf.data(), end - begin);
+        f(buf.data(), buf.data(), end - begin);
+        for (int64_t i = begin; i < end; ++i) po[i] = from_f32<T>(buf[size_t(i - begin)]);
+      });
     }
   });
 }
@@ -77,7 +91,12 @@ void convert(const Tensor& a, Tensor& out) {
       const S* src = a.data<S>();
       D* dst = out.data<D>();
       cpu_threads().parallel_for(a.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) dst[i] = from_f32<D>(to_f32(src[i]));
+        if constexpr (std::is_same_v<S, f16_t> && std::is_same_v<D, float>) {
+          static_assert(sizeof(f16_t) == sizeof(uint16_t));
+          f16_to_f32_row(reinterpret_cast<const uint16_t*>(src + begin), dst + begin, end - begin);
+        } else {
+          for (int64_t i = begin; i < end; ++i) dst[i] = from_f32<D>(to_f32(src[i]));
+        }
       });
     });
   });

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/ops/glu.h"
 
 namespace parley::cpu {
@@ -13,7 +14,7 @@ void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
   const int64_t n = gate.numel();
   cpu_threads().parallel_for(n, kElementGrain, [&](int64_t b, int64_t e) {
     if (act == GluActivation::silu) {
-      for (int64_t i = b; i < e; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      silu_mul_f32(g + b, u + b, o + b, e - b);
     } else {
       constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
       for (int64_t i = b; i < e; ++i) {

@@ -10,7 +10,6 @@
 // batch invariant.
 #include "engine/ops/quant_matmul.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -19,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cpu/avx2.h"
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/threadpool.h"
-
-#define PARLEY_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace parley::cpu {
 
@@ -69,18 +68,6 @@ void matmul_reference(const Tensor& a, const QuantMatrix& w, Tensor& c,
 
 // ---- The fast path.
 
-// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
-bool cpu_has_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-}
-
-bool cpu_has_avx2() {
-  static const bool has =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
-  return has;
-}
-
 bool is_k_quant(QuantType t) { return quant_format(t).block_size == 256; }
 
 // a's rows in 8 bits: q [M, K] int8 in [-127, 127] with scale d per group of 32 (the 32-value
@@ -100,13 +87,6 @@ struct QuantizedRows {
   const int16_t* bsums_row(int64_t i) const { return bsums.data() + i * (k / 16); }
   const int16_t* bsums32_row(int64_t i) const { return bsums32.data() + i * (k / 32); }
 };
-
-PARLEY_AVX2 inline float hsum_ps(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
 
 PARLEY_AVX2 inline int hsum_epi32(__m256i v) {
   __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -292,7 +272,7 @@ PARLEY_AVX2 void tile_32(const uint8_t* w, int64_t ld, int64_t nb, const Quantiz
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r * C + c] = hsum_ps(acc[r][c]) + mins[r][c];
+    for (int c = 0; c < C; ++c) out[r * C + c] = hsum8(acc[r][c]) + mins[r][c];
 }
 
 // q4_K and q5_K: 8 groups of 32 with 6-bit scales and mins.
@@ -356,7 +336,7 @@ PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, in
       mins[r] += dmin * ad * float(msum);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - mins[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - mins[r];
 }
 
 // q6_K: 16 groups of 16 with int8 scales; q - 32 as q times a minus 32 times a's sums.
@@ -410,7 +390,7 @@ PARLEY_AVX2 void dot_q6_k(const uint8_t* w, int64_t nb, const QuantizedRows& x, 
       offs[r] += d * ad * float(32 * off);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - offs[r];
 }
 
 // q2_K and q3_K: 16 groups of 16, 2-bit q (q3_K: plus the hmask bit, q - 4 unless set) with
@@ -488,7 +468,7 @@ PARLEY_AVX2 void dot_k23(const uint8_t* w, int64_t nb, const QuantizedRows& x, i
         offs[r] += dmin * ad * float(hsum_epi32(_mm256_madd_epi16(mins16, bs)));
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum_ps(acc[r]) - offs[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - offs[r];
 }
 
 // The K-quants as R x 1 tiles (wider tiles did not pay: the unpacked block and its scales
