@@ -117,6 +117,14 @@ double attention_ms(const AttnShape& s, DType dtype, Device device, const BenchO
   return time_ms(device, opt.min_seconds, [&] { attention(q, k, v, out, ao); });
 }
 
+// Self-attention from a fused projection (attention_qkv): [1, L, 3 * H * D] -> [1, L, H * D].
+double attention_qkv_ms(const AttnShape& s, DType dtype, Device device, const BenchOptions& opt,
+                        std::mt19937& rng) {
+  Tensor qkv = random_tensor({1, s.lq, 3 * s.heads * s.d}, dtype, device, rng);
+  Tensor out = Tensor::empty({1, s.lq, s.heads * s.d}, dtype, device);
+  return time_ms(device, opt.min_seconds, [&] { attention_qkv(qkv, int(s.heads), out); });
+}
+
 void emit(const nlohmann::json& j) { std::cout << j.dump() << std::endl; }
 
 // The fields every GEMM row has.
@@ -138,6 +146,7 @@ void bench_device(Device device, const BenchOptions& opt) {
   // Whisper shapes: encoder projections/MLP of tiny and large-v3 over 1500 frames, a
   // decoder step's MLP at large-v3 width (M = 5 beams), and the tied vocabulary head.
   std::vector<GemmShape> shapes = {
+      {"enc_tiny_qkv", 1500, 1152, 384},          {"enc_tiny_mlp_down", 1500, 384, 1536},
       {"enc_tiny_mlp_up", 1500, 1536, 384},       {"enc_large_qkv", 1500, 3840, 1280},
       {"enc_large_mlp_up", 1500, 5120, 1280},     {"dec_large_mlp_up_beam5", 5, 5120, 1280},
       {"dec_large_logits_beam5", 5, 51866, 1280},
@@ -145,6 +154,7 @@ void bench_device(Device device, const BenchOptions& opt) {
   std::vector<int64_t> peak_sizes =
       device == Device::cuda ? std::vector<int64_t>{4096, 8192} : std::vector<int64_t>{1024, 2048};
   std::vector<AttnShape> attn = {
+      {"enc_tiny_self", 6, 1500, 1500, 64, false},
       {"enc_large_self", 20, 1500, 1500, 64, false},
       {"dec_large_step_self", 20, 1, 448, 64, true},
       {"dec_large_step_cross", 20, 1, 1500, 64, false},
@@ -157,7 +167,7 @@ void bench_device(Device device, const BenchOptions& opt) {
       step_shapes.push_back({"dec_large_mlp_up_rows" + std::to_string(rows), rows, 5120, 1280});
     }
   if (opt.quick) {
-    shapes = {shapes[0], shapes[3]};
+    shapes = {shapes[2], shapes[5]};
     peak_sizes = {device == Device::cuda ? int64_t(4096) : int64_t(512)};
     attn = {{"enc_tiny_self", 6, 1500, 1500, 64, false}, attn[1]};
   }
@@ -198,23 +208,27 @@ void bench_device(Device device, const BenchOptions& opt) {
       emit(row);
     }
     for (const auto& s : attn) {
-      const double ms = attention_ms(s, dtype, device, opt, rng);
-      // QK^T and PV: 2 * 2 * H * Lq * Lk * D flops (causal masking not discounted).
-      const double flops = 4.0 * double(s.heads) * double(s.lq) * double(s.lk) * double(s.d);
-      const double tflops = flops / (ms * 1e-3) / 1e12;
-      emit({{"bench", "attention"},
-            {"shape", s.name},
-            {"device", dev},
-            {"dtype", dt},
-            {"heads", s.heads},
-            {"lq", s.lq},
-            {"lk", s.lk},
-            {"d", s.d},
-            {"causal", s.causal},
-            {"ms", ms},
-            {"tflops", tflops},
-            {"measured_peak_tflops", peak},
-            {"fraction_of_peak", tflops / peak}});
+      for (const bool qkv : {false, true}) {
+        if (qkv && (s.causal || s.lq != s.lk)) continue;  // the encoder's self-attention only
+        const double ms = qkv ? attention_qkv_ms(s, dtype, device, opt, rng)
+                              : attention_ms(s, dtype, device, opt, rng);
+        // QK^T and PV: 2 * 2 * H * Lq * Lk * D flops (causal masking not discounted).
+        const double flops = 4.0 * double(s.heads) * double(s.lq) * double(s.lk) * double(s.d);
+        const double tflops = flops / (ms * 1e-3) / 1e12;
+        emit({{"bench", qkv ? "attention_qkv" : "attention"},
+              {"shape", s.name},
+              {"device", dev},
+              {"dtype", dt},
+              {"heads", s.heads},
+              {"lq", s.lq},
+              {"lk", s.lk},
+              {"d", s.d},
+              {"causal", s.causal},
+              {"ms", ms},
+              {"tflops", tflops},
+              {"measured_peak_tflops", peak},
+              {"fraction_of_peak", tflops / peak}});
+      }
     }
   }
 }
