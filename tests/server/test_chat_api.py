@@ -245,15 +245,22 @@ def test_client_disconnect_mid_stream(chat_server, client):
     assert generated < 3 + 200, generated
 
 
+def wait_for(cond, timeout, step=0.05):
+    """Polls cond() until it is true (returns True) or timeout seconds pass (False)."""
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() >= deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
 def wait_idle(server, timeout=30):
     """Waits until the chat engine has no running or waiting request."""
-    deadline = time.time() + timeout
-    while True:
+    def idle():
         m = server.metrics()
-        if m["parley_chat_requests_running"] == 0 and m["parley_chat_requests_waiting"] == 0:
-            return
-        assert time.time() < deadline, m
-        time.sleep(0.05)
+        return m["parley_chat_requests_running"] == 0 and m["parley_chat_requests_waiting"] == 0
+    assert wait_for(idle, timeout), server.metrics()
 
 
 def complete(server, prompt, max_tokens, timeout=120):
@@ -343,9 +350,7 @@ def test_kill_9_while_the_ssd_tier_writes_then_a_restart_serves_correctly(tmp_pa
     threads = [threading.Thread(target=load, args=(c,)) for c in range(12)]
     for t in threads:
         t.start()
-    deadline = time.time() + 60
-    while time.time() < deadline and s.metrics().get("parley_chat_kv_ssd_writes_total", 0) < 40:
-        time.sleep(0.05)
+    wait_for(lambda: s.metrics().get("parley_chat_kv_ssd_writes_total", 0) >= 40, 60)
     s.proc.kill()  # SIGKILL: no shutdown, no persist
     s.proc.wait()
     stop.set()
@@ -390,9 +395,7 @@ def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path)
     threads = [threading.Thread(target=long_request, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
-    deadline = time.time() + 30
-    while time.time() < deadline and s.metrics().get("parley_chat_requests_running", 0) < 1:
-        time.sleep(0.005)
+    wait_for(lambda: s.metrics().get("parley_chat_requests_running", 0) >= 1, 30, step=0.005)
     s.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(120)

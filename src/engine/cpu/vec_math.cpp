@@ -4,6 +4,7 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -317,25 +318,18 @@ float exp_shift_sum_scalar(const float* x, float shift, float* out, int64_t n) {
 
 }  // namespace
 
-void exp_f32(const float* x, float* out, int64_t n) {
-  if (cpu_has_avx2()) return map8<Exp8>(x, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+// map8 where the CPU has AVX2, else F's one-float operator() over every element.
+template <typename F>
+void map(const float* x, float* out, int64_t n) {
+  if (cpu_has_avx2()) return map8<F>(x, out, n);
+  const F f;
+  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
 }
 
-void erf_f32(const float* x, float* out, int64_t n) {
-  if (cpu_has_avx2()) return map8<Erf8>(x, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = std::erf(x[i]);
-}
-
-void gelu_f32(const float* x, float* out, int64_t n) {
-  if (cpu_has_avx2()) return map8<Gelu8>(x, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = gelu1(x[i]);
-}
-
-void silu_f32(const float* x, float* out, int64_t n) {
-  if (cpu_has_avx2()) return map8<Silu8>(x, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = silu1(x[i]);
-}
+void exp_f32(const float* x, float* out, int64_t n) { map<Exp8>(x, out, n); }
+void erf_f32(const float* x, float* out, int64_t n) { map<Erf8>(x, out, n); }
+void gelu_f32(const float* x, float* out, int64_t n) { map<Gelu8>(x, out, n); }
+void silu_f32(const float* x, float* out, int64_t n) { map<Silu8>(x, out, n); }
 
 void silu_mul_f32(const float* g, const float* u, float* out, int64_t n) {
   if (cpu_has_avx2()) return silu_mul_avx2(g, u, out, n);
@@ -354,20 +348,23 @@ void dot_rows_f32(const float* q, const float* k, int64_t stride, int64_t n, int
 
 void weighted_rows_f32(const float* p, const float* v, int64_t stride, int64_t n, int64_t d,
                        float* acc) {
-  if (cpu_has_avx2() && d % 8 == 0 && d <= 64) {
-    switch (d / 8) {  // NOLINT: one instantiation per width
-      case 1: return weighted_rows_avx2<1>(p, v, stride, n, acc);
-      case 2: return weighted_rows_avx2<2>(p, v, stride, n, acc);
-      case 3: return weighted_rows_avx2<3>(p, v, stride, n, acc);
-      case 4: return weighted_rows_avx2<4>(p, v, stride, n, acc);
-      case 5: return weighted_rows_avx2<5>(p, v, stride, n, acc);
-      case 6: return weighted_rows_avx2<6>(p, v, stride, n, acc);
-      case 7: return weighted_rows_avx2<7>(p, v, stride, n, acc);
-      default: return weighted_rows_avx2<8>(p, v, stride, n, acc);
+  if (cpu_has_avx2() && d % 8 == 0) {
+    // Up to 64 columns at a time, their accumulators in registers: one instantiation per
+    // width in vectors.
+    for (int64_t c = 0; c < d; c += 64) {
+      const float* vc = v + c;
+      float* ac = acc + c;
+      switch (std::min<int64_t>(d - c, 64) / 8) {
+        case 1: weighted_rows_avx2<1>(p, vc, stride, n, ac); break;
+        case 2: weighted_rows_avx2<2>(p, vc, stride, n, ac); break;
+        case 3: weighted_rows_avx2<3>(p, vc, stride, n, ac); break;
+        case 4: weighted_rows_avx2<4>(p, vc, stride, n, ac); break;
+        case 5: weighted_rows_avx2<5>(p, vc, stride, n, ac); break;
+        case 6: weighted_rows_avx2<6>(p, vc, stride, n, ac); break;
+        case 7: weighted_rows_avx2<7>(p, vc, stride, n, ac); break;
+        default: weighted_rows_avx2<8>(p, vc, stride, n, ac); break;
+      }
     }
-  }
-  if (cpu_has_avx2() && d % 64 == 0) {  // wider heads: 64 columns at a time
-    for (int64_t c = 0; c < d; c += 64) weighted_rows_avx2<8>(p, v + c, stride, n, acc + c);
     return;
   }
   for (int64_t j = 0; j < n; ++j) {
