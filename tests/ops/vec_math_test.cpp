@@ -113,6 +113,34 @@ TEST(VecMath, GeluSiluAndGatedSiluMatchTheirFormulas) {
   }
 }
 
+// Element-wise ops split their range over threads by its length, so an element's value must
+// not depend on where a chunk starts or ends (a batch's size would change its rows' values:
+// speculative decoding's verify rows must equal plain decode steps bit for bit).
+TEST(VecMath, ElementWiseValuesDoNotDependOnTheChunking) {
+  std::vector<float> x = sweep(-9.0f, 9.0f, 4099), u(x.size());
+  for (size_t i = 0; i < u.size(); ++i) u[i] = float(std::sin(double(i)));
+  const int64_t n = int64_t(x.size());
+  std::vector<float> whole[4], part[4];
+  for (auto& v : whole) v.resize(x.size());
+  for (auto& v : part) v.resize(x.size());
+  gelu_f32(x.data(), whole[0].data(), n);
+  silu_f32(x.data(), whole[1].data(), n);
+  silu_mul_f32(x.data(), u.data(), whole[2].data(), n);
+  exp_f32(x.data(), whole[3].data(), n);
+  for (int64_t chunk : {1, 3, 5, 7, 13, 100}) {
+    for (int64_t b = 0; b < n; b += chunk) {
+      const int64_t m = std::min(chunk, n - b);
+      gelu_f32(x.data() + b, part[0].data() + b, m);
+      silu_f32(x.data() + b, part[1].data() + b, m);
+      silu_mul_f32(x.data() + b, u.data() + b, part[2].data() + b, m);
+      exp_f32(x.data() + b, part[3].data() + b, m);
+    }
+    for (int f = 0; f < 4; ++f)
+      ASSERT_EQ(std::memcmp(whole[f].data(), part[f].data(), x.size() * sizeof(float)), 0)
+          << "op " << f << " in chunks of " << chunk;
+  }
+}
+
 TEST(VecMath, SoftmaxRowsOfEveryTailLength) {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 4.0f);

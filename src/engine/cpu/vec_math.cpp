@@ -1,5 +1,6 @@
 // Vectorized f32 math (vec_math.h): AVX2 + FMA kernels chosen at run time, the C library's
-// functions on other CPUs and for each row's tail of fewer than 8 elements.
+// functions on other CPUs. Element-wise maps run their tails of fewer than 8 elements
+// through the lanes too (batch invariance); row reductions finish theirs one at a time.
 #include "engine/cpu/vec_math.h"
 
 #include <cpuid.h>
@@ -158,13 +159,28 @@ PARLEY_AVX2 inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// out[i] = f(x[i]): F has a lane-wise and a one-float operator().
+// The last n < 8 floats of x as the first lanes of a vector (the rest 0), and back.
+PARLEY_AVX2 inline __m256 load_tail(const float* x, int64_t n) {
+  alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::copy_n(x, n, buf);
+  return _mm256_load_ps(buf);
+}
+PARLEY_AVX2 inline void store_tail(__m256 v, float* out, int64_t n) {
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, v);
+  std::copy_n(buf, n, out);
+}
+
+// out[i] = f(x[i]): F has a lane-wise and a one-float operator(). A tail of fewer than 8
+// elements goes through the lanes too, so an element's value never depends on where the
+// caller's chunks begin (element-wise ops split their range over threads by its length:
+// with a scalar tail, a batch's size would change its rows' values).
 template <typename F>
 PARLEY_AVX2 void map8(const float* x, float* out, int64_t n) {
   const F f;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) out[i] = f(x[i]);
+  if (i < n) store_tail(f(load_tail(x + i, n - i)), out + i, n - i);
 }
 
 // The row's max, or NaN when it holds a NaN.
@@ -240,7 +256,9 @@ PARLEY_AVX2 void silu_mul_avx2(const float* g, const float* u, float* out, int64
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
-  for (; i < n; ++i) out[i] = silu1(g[i]) * u[i];
+  if (i < n)  // through the lanes, as map8's tail
+    store_tail(_mm256_mul_ps(silu8(load_tail(g + i, n - i)), load_tail(u + i, n - i)), out + i,
+               n - i);
 }
 
 // Eight keys at a time, one accumulator each (eight independent FMA chains), reduced to the
