@@ -124,6 +124,9 @@ void ChatService::admit(std::shared_ptr<ChatJob> job) {
     req.params = job->params;
     req.n = job->n;
     req.cache_salt = job->cache_salt;
+    req.speculative = job->speculative;
+    if (!job->prediction.empty())
+      req.prediction = tokenizer_->encode(job->prediction, /*add_special_tokens=*/false);
     ChatJob* j = job.get();
     // Each choice's gap since its previous token goes into the inter-token histogram.
     auto on_token = [this, j,

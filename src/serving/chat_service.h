@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +50,8 @@ struct ChatJob {
   SamplingParams params;
   int n = 1;
   std::string cache_salt;  // the prefix cache's namespace (GenerateRequest::cache_salt)
+  std::optional<SpeculativeConfig> speculative;  // GenerateRequest::speculative
+  std::string prediction;                        // predicted output text (tokenized here)
   // Streaming: each accepted token's text as it is released (may be empty), on the worker.
   std::function<void(int choice, const std::string& delta, const SampleResult& sample)> on_token;
   // Called once, last: the result and the prompt's token count, or the exception that

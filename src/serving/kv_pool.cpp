@@ -182,6 +182,15 @@ void KvPool::commit(KvRequestId id, int64_t n_computed) {
   }
 }
 
+void KvPool::rollback(KvRequestId id) {
+  Request& r = request(id);
+  const size_t keep = size_t(KvCache::blocks_for(r.computed));
+  while (r.table.size() > keep) {
+    unref(r.table.back());
+    r.table.pop_back();
+  }
+}
+
 void KvPool::fork(KvRequestId src, KvRequestId dst) {
   check_arg(!requests_.count(dst), "[kv pool] request " + std::to_string(dst) + " is open");
   Request copy = request(src);

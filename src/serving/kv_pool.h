@@ -69,6 +69,10 @@ class KvPool {
   // The request's first n_computed tokens now have their KV in its blocks: full blocks among
   // them are published under their hash (a block whose hash is already cached stays private).
   void commit(KvRequestId id, int64_t n_computed);
+  // Speculative positions that were not accepted: the blocks past those the request's
+  // computed tokens occupy go back to the free list (no copy: the block of the last computed
+  // token keeps stale keys past it, overwritten by the next write).
+  void rollback(KvRequestId id);
   // Opens dst as a copy of src: its tokens, computed count and blocks (referenced, shared).
   void fork(KvRequestId src, KvRequestId dst);
   // Drops the request's references; its cached blocks stay until evicted.

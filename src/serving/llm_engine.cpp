@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "sampling/stop_matcher.h"
+#include "serving/verifier.h"
 
 namespace parley {
 
@@ -115,11 +116,13 @@ std::string_view to_string(ChoiceFinish f) {
 struct LlmEngine::Active {
   struct Choice {
     std::optional<RowSampling> sampler;
+    std::unique_ptr<Proposer> proposer;  // null without speculative decoding
     std::optional<StreamDecoder> decoder;
     StopMatcher stops;
     ChoiceOutput out;
   };
   SequenceGroup group;
+  SpeculativeConfig spec;
   std::vector<Choice> choices;
   TokenCallback on_token;
   DoneCallback on_done;
@@ -148,7 +151,9 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
       pool_(cache_, tiers_.get()),
       scheduler_(pool_, SchedulerOptions{options.max_batch_tokens, options.max_running,
                                          options.prefill_chunk}),
-      scratch_(model.device()) {
+      scratch_(model.device()),
+      suffix_cache_(options.speculative) {
+  validate(options_.speculative);
   if (!options_.trace_path.empty()) trace_ = std::make_unique<ChromeTrace>(options_.trace_path);
   publish_stats();
 }
@@ -187,6 +192,9 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
   for (int32_t id : request.prompt)
     check_arg(id >= 0 && id < vocab, "[llm] prompt token " + std::to_string(id) +
                                          " is outside the vocabulary of " + std::to_string(vocab));
+  for (int32_t id : request.prediction)
+    check_arg(id >= 0 && id < vocab, "[llm] prediction token " + std::to_string(id) +
+                                         " is outside the vocabulary of " + std::to_string(vocab));
   check_arg(n_prompt < max_context_,
             "context_length_exceeded: the prompt has " + std::to_string(n_prompt) +
                 " tokens; this model's context is " + std::to_string(max_context_) + " tokens");
@@ -208,6 +216,11 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
             " KV blocks; the cache holds " + std::to_string(cache_.n_blocks()));
 
   auto a = std::make_unique<Active>();
+  a->spec = request.speculative ? *request.speculative
+            : request.prediction.empty() || options_.speculative.enabled()
+                ? options_.speculative
+                : prediction_config(options_.speculative);
+  validate(a->spec);
   a->on_token = std::move(on_token);
   a->on_done = std::move(on_done);
   a->cancel = std::move(cancel);
@@ -216,6 +229,7 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
   for (int i = 0; i < request.n; ++i) {
     Active::Choice& c = a->choices.emplace_back();
     c.sampler.emplace(params, vocab, request.prompt, eos_, uint64_t(i));
+    c.proposer = make_proposer(a->spec, &suffix_cache_, request.cache_salt, request.prediction);
     c.decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
     c.stops = StopMatcher(params.stop);
   }
@@ -252,6 +266,8 @@ void LlmEngine::finish(Active& a, std::exception_ptr error) {
   r.cached_tokens = std::max<int64_t>(0, a.group.cached_tokens);
   for (auto& c : a.choices) {
     if (c.out.finish == ChoiceFinish::none) c.out.finish = ChoiceFinish::cancelled;
+    if (a.spec.method == SpecMethod::suffix && !error)
+      suffix_cache_.add_output(a.group.ns, c.out.tokens);
     r.choices.push_back(std::move(c.out));
   }
   GenerateTimings& t = r.timings;
@@ -319,13 +335,44 @@ void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
   }
 }
 
+void LlmEngine::propose_drafts() {
+  for (SequenceGroup* g : scheduler_.running()) {
+    Active& a = *static_cast<Active*>(g->user);
+    for (Sequence& s : g->seqs) s.draft.clear();
+    if (!g->forked() || !a.spec.enabled()) continue;
+    for (size_t i = 0; i < g->seqs.size(); ++i) {
+      Sequence& s = g->seqs[i];
+      Active::Choice& c = a.choices[i];
+      if (!c.proposer || s.finished || c.out.finish != ChoiceFinish::none ||
+          !pool_.has_request(s.id) || pool_.num_computed(s.id) + 1 != int64_t(s.tokens.size()))
+        continue;
+      // k + 1 accepted tokens at most: no draft past max_tokens (and so the context).
+      const int64_t left = int64_t(*c.sampler->params().max_tokens) - c.sampler->step();
+      const int k = int(std::min<int64_t>(a.spec.num_tokens, left - 1));
+      if (k > 0) c.proposer->propose(s.tokens, k, s.draft);
+    }
+  }
+}
+
 void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   if (rows.empty()) return;
   batch_.rows.clear();
+  verify_tokens_.clear();
+  size_t verify_size = 0;
+  for (const ScheduledRow& r : rows) verify_size += r.drafts > 0 ? size_t(r.length) : 0;
+  verify_tokens_.reserve(verify_size);  // the rows' spans into it stay valid
   for (const ScheduledRow& r : rows) {
     const Sequence& s = r.group->seqs[size_t(r.seq)];
-    batch_.rows.push_back({std::span(s.tokens).subspan(size_t(r.start), size_t(r.length)),
-                           int32_t(r.start), pool_.block_table(s.id), r.logits, false});
+    std::span<const int32_t> tokens =
+        std::span(s.tokens).subspan(size_t(r.start), size_t(r.length));
+    if (r.drafts > 0) {  // the last accepted token, then the drafts the plan took
+      const size_t at = verify_tokens_.size();
+      verify_tokens_.push_back(s.tokens[size_t(r.start)]);
+      verify_tokens_.insert(verify_tokens_.end(), s.draft.begin(), s.draft.begin() + r.drafts);
+      tokens = std::span(verify_tokens_).subspan(at, size_t(r.length));
+    }
+    batch_.rows.push_back(
+        {tokens, int32_t(r.start), pool_.block_table(s.id), r.logits, /*logits_all=*/r.drafts > 0});
   }
   const Clock::time_point f0 = Clock::now();
   model_.forward(batch_, cache_, logits_, scratch_);
@@ -334,34 +381,49 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   ++counters_.forwards;
   if (trace_) {
     nlohmann::json requests = nlohmann::json::array();
-    int64_t tokens = 0, decode = 0;
+    int64_t tokens = 0, decode = 0, drafts = 0;
     for (const ScheduledRow& r : rows) {
       tokens += r.length;
       decode += r.decode ? 1 : 0;
+      drafts += r.drafts;
       requests.push_back(r.group->seqs[0].id);
     }
     trace_->span("forward", f0, f1, 1,
                  {{"rows", rows.size()},
                   {"tokens", tokens},
                   {"decode_rows", decode},
+                  {"draft_tokens", drafts},
                   {"requests", requests}});
   }
+  // Verify rows commit what they accept, after the verifier.
   for (const ScheduledRow& r : rows)
-    pool_.commit(r.group->seqs[size_t(r.seq)].id, r.start + r.length);
+    if (r.drafts == 0) pool_.commit(r.group->seqs[size_t(r.seq)].id, r.start + r.length);
 
-  // The sampling rows: one per logits row, or n for a prompt that just finished (its group
-  // forks, every choice sampling from the prompt's logits).
+  // The sampling rows: one per plain logits row, or n for a prompt that just finished (its
+  // group forks, every choice sampling from the prompt's logits); and the verify rows.
   struct Pick {
     Active* a;
     int choice;
     int64_t logits_row;
   };
   std::vector<Pick> picks;
+  struct Check {
+    Active* a;
+    const ScheduledRow* row;
+    std::vector<SampleResult> out;
+  };
+  std::vector<Check> checks;
+  std::vector<VerifyRow> verify;
   bool gathered = false;
   int64_t k = 0;
   for (const ScheduledRow& r : rows) {
     if (!r.logits) continue;
     Active* a = static_cast<Active*>(r.group->user);
+    if (r.drafts > 0) {
+      checks.push_back({a, &r, {}});
+      k += r.drafts + 1;
+      continue;
+    }
     if (!r.group->forked()) {
       scheduler_.fork_group(r.group, r.group->seqs[0].id + 1);
       for (int c = 0; c < r.group->n; ++c) picks.push_back({a, c, k});
@@ -371,32 +433,86 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     }
     ++k;
   }
-  if (picks.empty()) return;
-  Tensor logits = logits_;
-  if (gathered) {
-    logits = Tensor::empty({int64_t(picks.size()), logits_.dim(1)}, DType::f32);
-    for (size_t i = 0; i < picks.size(); ++i)
-      logits.slice0(int64_t(i), int64_t(i) + 1)
-          .copy_from(logits_.slice0(picks[i].logits_row, picks[i].logits_row + 1));
-  }
-  std::vector<RowSampling*> samplers;
-  for (const Pick& p : picks) samplers.push_back(&*p.a->choices[size_t(p.choice)].sampler);
   std::vector<SampleResult> samples(picks.size());
-  sample_rows(logits, samplers, samples);
+  if (!picks.empty()) {
+    Tensor logits = logits_;
+    if (gathered || !checks.empty()) {
+      logits = Tensor::empty({int64_t(picks.size()), logits_.dim(1)}, DType::f32);
+      for (size_t i = 0; i < picks.size(); ++i)
+        logits.slice0(int64_t(i), int64_t(i) + 1)
+            .copy_from(logits_.slice0(picks[i].logits_row, picks[i].logits_row + 1));
+    }
+    std::vector<RowSampling*> samplers;
+    for (const Pick& p : picks) samplers.push_back(&*p.a->choices[size_t(p.choice)].sampler);
+    sample_rows(logits, samplers, samples);
+  }
+  if (!checks.empty()) {
+    int64_t row = 0;
+    size_t ci = 0;
+    for (const ScheduledRow& r : rows) {
+      if (!r.logits) continue;
+      if (r.drafts == 0) {
+        ++row;
+        continue;
+      }
+      Check& c = checks[ci++];
+      const Sequence& s = r.group->seqs[size_t(r.seq)];
+      verify.push_back({&*c.a->choices[size_t(r.seq)].sampler,
+                        logits_.data<float>() + row * logits_.dim(1),
+                        std::span(s.draft).first(size_t(r.drafts)), &c.out});
+      row += r.drafts + 1;
+    }
+    verify_rows(verify);
+  }
+  if (picks.empty() && checks.empty()) return;
   const Clock::time_point now = Clock::now();
-  if (trace_) trace_->span("sample", f1, now, 1, {{"rows", picks.size()}});
-  for (size_t i = 0; i < picks.size(); ++i) {
-    Active& a = *picks[i].a;
+  if (trace_)
+    trace_->span("sample", f1, now, 1, {{"rows", picks.size()}, {"verify_rows", checks.size()}});
+  const auto count_step = [&](Active& a) {
     if (a.last_forward != counters_.forwards) {  // once per request per forward
       a.last_forward = counters_.forwards;
       if (a.token_steps++ == 0) a.first_token = now;
       a.last_token = now;
     }
+  };
+  for (size_t i = 0; i < picks.size(); ++i) {
+    Active& a = *picks[i].a;
+    count_step(a);
     if (a.failed || a.choices[size_t(picks[i].choice)].out.finish != ChoiceFinish::none) continue;
     try {
       accept(a, picks[i].choice, samples[i]);
     } catch (...) {
       a.failed = std::current_exception();
+    }
+  }
+  for (size_t i = 0; i < checks.size(); ++i) {
+    Check& c = checks[i];
+    Active& a = *c.a;
+    const ScheduledRow& r = *c.row;
+    count_step(a);
+    ++counters_.spec_rows;
+    counters_.spec_draft_tokens += uint64_t(r.drafts);
+    const int accepted = accepted_drafts(verify[i]);
+    counters_.spec_accepted_tokens += uint64_t(accepted);
+    a.result.draft_tokens += r.drafts;
+    a.result.accepted_draft_tokens += accepted;
+    const Active::Choice& choice = a.choices[size_t(r.seq)];
+    int64_t taken = 0;
+    for (const SampleResult& sample : c.out) {
+      if (a.failed || choice.out.finish != ChoiceFinish::none) break;
+      try {
+        accept(a, r.seq, sample);
+        ++taken;
+      } catch (...) {
+        a.failed = std::current_exception();
+      }
+    }
+    // The KV of the row's first token and of the drafts that matched is kept; the rest of
+    // the row's positions are rolled back.
+    const Sequence& s = r.group->seqs[size_t(r.seq)];
+    if (!s.finished && pool_.has_request(s.id)) {
+      pool_.commit(s.id, r.start + taken);
+      pool_.rollback(s.id);
     }
   }
 }
@@ -409,6 +525,7 @@ bool LlmEngine::step() {
     if (a.cancel && a.cancel->load()) finish(a);
   }
   const Clock::time_point s0 = Clock::now();
+  propose_drafts();
   const SchedulePlan plan = scheduler_.schedule();
   if (plan.empty()) {
     publish_stats();

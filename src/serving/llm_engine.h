@@ -14,6 +14,14 @@
 // published as they fill. When the blocks run out the newest request is preempted and later
 // recomputed (its output so far kept: nothing is emitted twice).
 //
+// Speculative decoding (a request's or the engine's SpeculativeConfig): before each plan,
+// every decoding choice's proposer (serving/speculative.h) guesses up to k next tokens;
+// the scheduler gives its decode row those drafts as the token budget allows, the forward
+// returns logits at every position of the row, and the verifier (serving/verifier.h)
+// accepts the tokens plain decoding would have produced (1 to k + 1 of them). The KV of
+// rejected positions is rolled back (their blocks freed). Output, logprobs, stop strings,
+// seeds and cancellation are those of the same request without speculation.
+//
 // Threads: submit, step and generate run on one thread (the engine's); stats() from any.
 #pragma once
 
@@ -25,6 +33,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,6 +45,7 @@
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
 #include "serving/scheduler.h"
+#include "serving/speculative.h"
 #include "serving/trace.h"
 #include "text/tokenizer.h"
 
@@ -68,6 +78,9 @@ struct LlmEngineOptions {
   // written at eviction and when the engine is destroyed, and read back by a later process.
   double kv_ram_gb = 0;
   std::string kv_cache_dir;
+  // Speculative decoding for requests that do not choose (`--speculative`,
+  // `--num-speculative-tokens`, `--prompt-lookup-min/max`); none by default.
+  SpeculativeConfig speculative;
 };
 
 struct GenerateRequest {
@@ -75,6 +88,11 @@ struct GenerateRequest {
   SamplingParams params;        // max_tokens none: up to the context length
   int n = 1;                    // choices, each its own random stream (stream = index)
   std::string cache_salt;       // the prefix cache's namespace: only equal salts share blocks
+  // This request's speculative decoding; none: the engine's (LlmEngineOptions::speculative),
+  // or with a prediction and no engine method, prompt lookup over it (prediction_config).
+  std::optional<SpeculativeConfig> speculative;
+  // The output the client expects (OpenAI's Predicted Outputs): drafts come from it first.
+  std::vector<int32_t> prediction;
 };
 
 // Why a choice ended: a stop token or stop string, max_tokens or the context, or the
@@ -104,6 +122,9 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // accepted tokens over all choices
   int64_t cached_tokens = 0;      // prompt tokens whose KV came from the prefix cache
+  // Speculative decoding: draft tokens verified for it, and those the model accepted.
+  int64_t draft_tokens = 0;
+  int64_t accepted_draft_tokens = 0;
   GenerateTimings timings;
 };
 
@@ -126,6 +147,10 @@ struct LlmEngineStats {
   uint64_t forwards = 0;          // model forward calls
   double busy_seconds = 0;        // in step()
   double forward_seconds = 0;     // of which in the model's forward (the rest is host work)
+  // Speculative decoding: rows verified, draft tokens they carried, drafts accepted.
+  uint64_t spec_rows = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
 };
 
 // The model folder's generation_config.json sampling defaults (temperature, top_p, top_k,
@@ -162,6 +187,7 @@ class LlmEngine {
 
  private:
   struct Active;
+  void propose_drafts();  // every decoding sequence's drafts for the next plan
   void run_rows(std::span<const ScheduledRow> rows);
   void accept(Active& a, int choice, const SampleResult& s);
   void finish(Active& a, std::exception_ptr error = nullptr);
@@ -180,6 +206,8 @@ class LlmEngine {
   ForwardScratch scratch_;
   std::list<std::unique_ptr<Active>> active_;
   Batch batch_;
+  std::vector<int32_t> verify_tokens_;  // the verify rows' tokens (last accepted + drafts)
+  SuffixCache suffix_cache_;
   Tensor logits_;
   LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;

@@ -90,8 +90,11 @@ SchedulePlan Scheduler::schedule() {
       Sequence& s = g->seqs[size_t(si)];
       const int64_t left = remaining(*g, s);
       if (left <= 0) continue;
-      const int64_t len = std::min({left, budget, options_.prefill_chunk});
+      const bool decode = left == 1 && int64_t(s.tokens.size()) > g->prompt_len;
+      const int64_t want = decode ? left + int64_t(s.draft.size()) : left;
+      int64_t len = std::min({want, budget, options_.prefill_chunk});
       bool ok = pool_.allocate(s.id, len);
+      if (!ok && len > left) ok = pool_.allocate(s.id, len = left);  // drafts go first
       while (!ok) {
         SequenceGroup* victim = running_.back();  // the newest
         budget += preempt(victim, plan);          // its planned rows give their tokens back
@@ -100,8 +103,7 @@ SchedulePlan Scheduler::schedule() {
       }
       if (!ok) break;  // g itself went back to waiting (it was the newest)
       const int64_t start = pool_.num_computed(s.id);
-      const bool decode = left == 1 && int64_t(s.tokens.size()) > g->prompt_len;
-      plan.rows.push_back({g, si, start, len, len == left, decode});
+      plan.rows.push_back({g, si, start, len, len >= left, decode, decode ? len - 1 : 0});
       plan.tokens += len;
       budget -= len;
     }

@@ -18,8 +18,11 @@
 //      budget lasts: the prefix cache is looked up, and the first chunk allocated. A group
 //      that does not fit waits (and the ones behind it: no overtaking), without preempting.
 // The plan's rows say which tokens of which sequence run, and whether the row wants logits
-// (its chunk reaches the sequence's last token). After the forward, the engine commits
-// each row (KvPool::commit), appends sampled tokens (append_token), and finishes groups.
+// (its chunk reaches the sequence's last token). A decoding sequence with draft tokens
+// (speculative decoding) gets a row of its last token and as many drafts as the budget
+// leaves, all allocated; the engine verifies them, commits what was accepted and rolls
+// the rest back (KvPool::rollback). After the forward, the engine commits each row
+// (KvPool::commit), appends sampled tokens (append_token), and finishes groups.
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
@@ -44,6 +47,9 @@ struct Sequence {
   KvRequestId id = 0;           // its pool request (open while the group runs)
   std::vector<int32_t> tokens;  // prompt + accepted output
   bool finished = false;
+  // Speculative decoding: tokens proposed after `tokens` for the next iteration (the
+  // engine sets them before schedule(); a decode row takes as many as the budget allows).
+  std::vector<int32_t> draft;
 };
 
 struct SequenceGroup {
@@ -68,6 +74,8 @@ struct ScheduledRow {
   int64_t length = 0;   // tokens in the chunk
   bool logits = false;  // the chunk ends at the sequence's last token
   bool decode = false;  // one token of a sequence that was already decoding
+  // Of a decode row: its draft tokens (length = 1 + drafts), verified after the forward.
+  int64_t drafts = 0;
 };
 
 struct SchedulePlan {

@@ -28,7 +28,7 @@ struct Fixture {
   SequenceGroup* add(KvRequestId id, int64_t prompt, int32_t first_token, int n = 1) {
     auto g = std::make_unique<SequenceGroup>();
     g->n = n;
-    g->seqs.push_back({id, seq(prompt, first_token), false});
+    g->seqs.push_back({id, seq(prompt, first_token), false, {}});
     sched.add(g.get());
     groups.push_back(std::move(g));
     return groups.back().get();

@@ -1,0 +1,38 @@
+// The verifier of speculative decoding (issue 27 item 1; DESIGN.md section 8): a row's last
+// accepted token and its k drafts went through one forward (a logits_all row of k + 1
+// tokens); here the drafts are checked against the model's logits at each position.
+//
+// Position i (0..k) samples from its logits with the row's sampler, exactly as a plain
+// decode step would (the same processors, penalties over the tokens accepted before it, the
+// same uniform for the same step), and accepts the token. While that token equals draft i,
+// the next position's logits are valid (they were computed after the draft) and the walk
+// goes on; the first token that differs is the correction and ends it; after k matches the
+// (k + 1)-th token is the bonus. So a row yields 1 to k + 1 tokens, and they are the tokens
+// plain decoding would have produced: greedy token for token, sampled draw for draw (the
+// one-hot draft rule, serving/speculative.h). A stop token or max_tokens ends the walk too.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/threadpool.h"
+#include "sampling/sampler.h"
+
+namespace parley {
+
+struct VerifyRow {
+  RowSampling* sampler = nullptr;
+  const float* logits = nullptr;             // [drafts.size() + 1, vocab], f32 on the host
+  std::span<const int32_t> drafts;           // k >= 0 proposed tokens
+  std::vector<SampleResult>* out = nullptr;  // cleared, then 1..k+1 accepted samples
+};
+
+// Drafts of row r accepted: out's samples before the first that differs from its draft.
+int accepted_drafts(const VerifyRow& r);
+
+// Every row verified (rows split over `pool`; a row's result depends on nothing else).
+// Throws as RowSampling::sample (the first error of any row).
+void verify_rows(std::span<const VerifyRow> rows, ThreadPool& pool = cpu_threads());
+
+}  // namespace parley
