@@ -260,6 +260,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_whisper_subcommand(*bench);
   add_bench_batch_subcommand(*bench);
   add_bench_llm_subcommand(*bench);
+  add_bench_spec_subcommand(*bench);
 }
 
 }  // namespace parley::cli

@@ -23,6 +23,8 @@ void add_synth_llm_subcommand(CLI::App& synth);
 void add_llm_command(CLI::App& app);
 // `bench llm` (bench_llm.cpp), under `bench`.
 void add_bench_llm_subcommand(CLI::App& bench);
+// `bench spec` (bench_spec.cpp), under `bench`.
+void add_bench_spec_subcommand(CLI::App& bench);
 // `generate` and `chat` (generate.cpp).
 void add_generate_commands(CLI::App& app);
 

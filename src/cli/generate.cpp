@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/load_options.h"
+#include "cli/speculative_flags.h"
 #include "engine/error.h"
 #include "engine/threadpool.h"
 #include "llm/gguf_template.h"
@@ -48,6 +49,7 @@ struct GenerateOptions {
   int threads = 0;
   SamplingFlags sampling;
   DeviceFlags device;
+  SpeculativeFlags speculative;
 };
 
 void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
@@ -101,6 +103,7 @@ void run_generate(const GenerateOptions& opt) {
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   LlmEngineOptions engine_options;
   engine_options.max_context = opt.context;
+  engine_options.speculative = speculative_config(opt.speculative);
   LlmEngine engine(model, tokenizer, engine_options);
   GenerateRequest req;
   req.prompt = tokenizer.encode(opt.prompt, /*add_special_tokens=*/true);
@@ -116,7 +119,9 @@ void run_generate(const GenerateOptions& opt) {
   if (opt.raw_ids) {
     nlohmann::json j = {{"prompt_ids", req.prompt},
                         {"ids", r.choices[0].tokens},
-                        {"finish_reason", to_string(r.choices[0].finish)}};
+                        {"finish_reason", to_string(r.choices[0].finish)},
+                        {"draft_tokens", r.draft_tokens},
+                        {"accepted_draft_tokens", r.accepted_draft_tokens}};
     std::printf("%s\n", j.dump().c_str());
   }
 }
@@ -128,6 +133,7 @@ void run_chat(const GenerateOptions& opt) {
   const LoadedChatTemplate tmpl = load_llm_chat_template(opt.model);
   LlmEngineOptions engine_options;
   engine_options.max_context = opt.context;
+  engine_options.speculative = speculative_config(opt.speculative);
   LlmEngine engine(model, tokenizer, engine_options);
   const SamplingParams params = sampling_params(opt.model, opt.sampling);
 
@@ -181,6 +187,7 @@ void add_generate_commands(CLI::App& app) {
   gen->add_option("--threads", opt->threads, "CPU threads (default: all)");
   add_device_flags(gen, opt->device);
   add_sampling_flags(gen, opt->sampling);
+  add_speculative_flags(gen, opt->speculative);
   gen->callback([opt] { run_generate(*opt); });
 
   auto copt = std::make_shared<GenerateOptions>();
@@ -195,6 +202,7 @@ void add_generate_commands(CLI::App& app) {
   chat->add_option("--threads", copt->threads, "CPU threads (default: all)");
   add_device_flags(chat, copt->device);
   add_sampling_flags(chat, copt->sampling);
+  add_speculative_flags(chat, copt->speculative);
   chat->callback([copt] { run_chat(*copt); });
 }
 

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/load_options.h"
+#include "cli/speculative_flags.h"
 #include "cli/vad_gate.h"
 #include "engine/threadpool.h"
 #include "llm/gguf_loader.h"
@@ -43,6 +44,7 @@ struct ServeCliOptions {
   std::string vad_model;  // empty: default_vad_model_path()
   server::ServerOptions http;
   DeviceFlags device;
+  SpeculativeFlags speculative;
   int audio_ctx = 0;              // LoadOptions::audio_ctx for every transcription (live use)
   AudioSessionsOptions sessions;  // dir empty: $PARLEY_HOME/sessions
   double max_session_mb = 512;
@@ -66,6 +68,7 @@ void run_serve(ServeCliOptions opt) {
     c.engine.max_running = opt.max_running;
     c.engine.mixed_prefill = opt.mixed_prefill == "on";
     c.engine.trace_path = opt.trace;
+    c.engine.speculative = speculative_config(opt.speculative);
     // Without --kv-cache-gb, every running request can reach the full context.
     c.engine.kv_rows = opt.max_running;
     chat = std::make_unique<ChatService>(c);
@@ -170,6 +173,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
   add_device_flags(cmd, opt->device);
+  add_speculative_flags(cmd, opt->speculative);
   add_audio_ctx_flag(cmd, opt->audio_ctx);
   cmd->add_option("--vad", opt->vad,
                   "Silence gate for requests that do not set 'vad': audio without speech "

@@ -126,6 +126,46 @@ void parse_prompt(const ojson& body, ChatRequest& r, int32_t vocab) {
   if (r.prompt.empty() && r.prompt_ids.empty()) fail("the prompt is empty", "prompt");
 }
 
+// The `speculative` extension: "ngram" | "suffix" | "none", or an object with `method` and
+// optional num_speculative_tokens, prompt_lookup_min, prompt_lookup_max (vLLM's names).
+SpeculativeConfig parse_speculative(const ojson& v) {
+  SpeculativeConfig c;
+  const auto method = [&](const ojson& m) {
+    if (!m.is_string()) fail("'speculative' method must be a string", "speculative");
+    try {
+      c.method = parse_spec_method(m.get<std::string>());
+    } catch (const Error& e) {
+      fail(e.what(), "speculative");
+    }
+  };
+  if (v.is_string()) {
+    method(v);
+    return c;
+  }
+  if (!v.is_object() || !v.contains("method"))
+    fail("'speculative' must be a method name or an object with 'method'", "speculative");
+  method(v["method"]);
+  for (const auto& [key, value] : v.items()) {
+    if (key == "method") continue;
+    if (key != "num_speculative_tokens" && key != "prompt_lookup_min" && key != "prompt_lookup_max")
+      fail("unknown 'speculative' field '" + key + "'", "speculative." + key);
+    const int64_t n = integer(v, key.c_str(), key == "num_speculative_tokens" ? 0 : 1, 64);
+    if (key == "num_speculative_tokens") c.num_tokens = int(n);
+    if (key == "prompt_lookup_min") c.ngram_min = int(n);
+    if (key == "prompt_lookup_max") c.ngram_max = int(n);
+  }
+  if (v.contains("prompt_lookup_min") && !v.contains("prompt_lookup_max"))
+    c.ngram_max = std::max(c.ngram_max, c.ngram_min);
+  if (v.contains("prompt_lookup_max") && !v.contains("prompt_lookup_min"))
+    c.ngram_min = std::min(c.ngram_min, c.ngram_max);
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    fail(e.what(), "speculative");
+  }
+  return c;
+}
+
 void parse_stop(const ojson& body, SamplingParams& p) {
   const ojson& s = body["stop"];
   if (s.is_string()) {
@@ -220,8 +260,8 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
   r.chat = chat;
   if (!j.contains("model") || !j["model"].is_string()) fail("'model' is required", "model");
   r.model = j["model"];
-  for (const char* key : {"functions", "function_call", "audio", "modalities", "prediction",
-                          "web_search_options", "suffix"})
+  for (const char* key :
+       {"functions", "function_call", "audio", "modalities", "web_search_options", "suffix"})
     if (has(j, key)) fail(std::string("'") + key + "' is not supported by this server", key);
   if (chat) {
     r.messages = parse_messages(j);
@@ -265,6 +305,26 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
       fail("'cache_salt' must be a non-empty string", "cache_salt");
     r.cache_salt = j["cache_salt"].get<std::string>();
   }
+  if (has(j, "speculative")) r.speculative = parse_speculative(j["speculative"]);
+  if (has(j, "prediction")) {
+    const ojson& p = j["prediction"];
+    if (!p.is_object() || !p.contains("type") || p["type"] != "content" || !p.contains("content"))
+      fail("'prediction' must be {\"type\": \"content\", \"content\": ...}", "prediction");
+    const ojson& c = p["content"];
+    if (c.is_string()) {
+      r.prediction = c.get<std::string>();
+    } else if (c.is_array()) {  // text parts, concatenated
+      for (const ojson& part : c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          fail("prediction content parts must be {\"type\": \"text\", \"text\": ...}",
+               "prediction.content");
+        r.prediction += part["text"].get<std::string>();
+      }
+    } else {
+      fail("prediction content must be a string or an array of text parts", "prediction.content");
+    }
+  }
   if (has(j, "stream")) r.stream = boolean(j, "stream");
   if (has(j, "stream_options")) {
     const ojson& so = j["stream_options"];
@@ -292,7 +352,12 @@ nlohmann::json usage_json(const GenerateResult& r) {
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
           {"total_tokens", r.prompt_tokens + r.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}},
+          // OpenAI's Predicted Outputs fields, counting every speculative draft (a
+          // prediction's or a proposer's): verified and accepted, verified and rejected.
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", r.accepted_draft_tokens},
+            {"rejected_prediction_tokens", r.draft_tokens - r.accepted_draft_tokens}}}};
 }
 
 nlohmann::json timings_json(const GenerateResult& r) {

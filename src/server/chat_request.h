@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,7 @@
 
 #include "sampling/sampling_params.h"
 #include "serving/llm_engine.h"
+#include "serving/speculative.h"
 #include "text/tokenizer.h"
 
 namespace parley::server {
@@ -33,6 +35,11 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt before the completion
+  // Speculative decoding for this request (the `speculative` extension: a method name or
+  // {method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max}); none: the
+  // server's --speculative.
+  std::optional<SpeculativeConfig> speculative;
+  std::string prediction;  // OpenAI's Predicted Outputs: prediction.content's text
 };
 
 // vocab_size bounds token ids (logit_bias, prompt ids, stop_token_ids).

@@ -335,6 +335,8 @@ class Session : public std::enable_shared_from_this<Session> {
       job->params = chat_req_.params;
       job->n = chat_req_.n;
       job->cache_salt = chat_req_.cache_salt;
+      job->speculative = chat_req_.speculative;
+      job->prediction = chat_req_.prediction;
       // Rendered and tokenized here, so a template error or an over-long prompt is a 400
       // before anything streams.
       job->prompt_ids = svc.prompt_ids(*job);

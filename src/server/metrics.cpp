@@ -74,6 +74,12 @@ std::string render_chat_metrics(const ChatStats& c) {
          "Tokens the scheduler put through the model (prefill and decode).",
          e.scheduler.scheduled_tokens);
   scalar(o, "parley_chat_forwards_total", "counter", "Model forward passes.", e.forwards);
+  scalar(o, "parley_chat_spec_verify_rows_total", "counter",
+         "Speculative decoding: rows whose draft tokens were verified.", e.spec_rows);
+  scalar(o, "parley_chat_spec_draft_tokens_total", "counter",
+         "Speculative decoding: draft tokens verified.", e.spec_draft_tokens);
+  scalar(o, "parley_chat_spec_accepted_tokens_total", "counter",
+         "Speculative decoding: draft tokens accepted.", e.spec_accepted_tokens);
   scalar(o, "parley_chat_preemptions_total", "counter",
          "Requests preempted when the KV blocks ran out (recomputed later).",
          e.scheduler.preemptions);

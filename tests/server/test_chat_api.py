@@ -189,6 +189,46 @@ def test_context_length_exceeded(client):
     assert e.value.code == "context_length_exceeded"
 
 
+def test_speculative_decoding_and_predicted_outputs(chat_server, client):
+    # The answers are noise (random weights), so the checks are the contract: a request's
+    # speculative method or prediction never changes its tokens, and the usage counts the
+    # drafts (OpenAI's accepted / rejected prediction tokens).
+    plain = chat(client, max_tokens=24, logprobs=True)
+    text = plain.choices[0].message.content
+    details = plain.usage.completion_tokens_details
+    assert details.accepted_prediction_tokens == 0 and details.rejected_prediction_tokens == 0
+    for method in ("ngram", "suffix", {"method": "ngram", "num_speculative_tokens": 6,
+                                       "prompt_lookup_min": 1, "prompt_lookup_max": 3}):
+        r = chat(client, max_tokens=24, logprobs=True, extra_body={"speculative": method})
+        assert r.choices[0].message.content == text, method
+        assert [t.logprob for t in r.choices[0].logprobs.content] == \
+            [t.logprob for t in plain.choices[0].logprobs.content], method
+    # The answer itself as the prediction: most of it comes through as accepted drafts.
+    def accepted_total():
+        return chat_server.metrics()["parley_chat_spec_accepted_tokens_total"]
+    def settled():  # the engine publishes its counters at the end of an iteration
+        before = accepted_total()
+        time.sleep(0.2)
+        return accepted_total() == before
+    wait_idle(chat_server)
+    assert wait_for(settled, 10)
+    accepted0 = accepted_total()
+    r = chat(client, max_tokens=24, prediction={"type": "content", "content": text})
+    assert r.choices[0].message.content == text
+    d = r.usage.completion_tokens_details
+    assert d.accepted_prediction_tokens >= 12, d
+    assert d.accepted_prediction_tokens + d.rejected_prediction_tokens >= 12, d
+    # (The metrics are the engine's snapshot at the end of its iteration: they may trail the
+    # answer by a moment.)
+    assert wait_for(lambda: accepted_total() - accepted0 == d.accepted_prediction_tokens, 10), d
+    # A prediction that has nothing to do with it: rejected drafts, the same answer.
+    r = chat(client, max_tokens=24, stream=True, stream_options={"include_usage": True},
+             prediction={"type": "content", "content": [{"type": "text", "text": "Hello there! " * 4}]})
+    chunks = list(r)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+
+
 def test_bad_requests(chat_server):
     def post(body, path="/v1/chat/completions"):
         return chat_server.request("POST", path, body=body,
@@ -204,6 +244,12 @@ def test_bad_requests(chat_server):
         (json.dumps({**ok, "n": 0}), "n"),
         (json.dumps({**ok, "logit_bias": {"999999999": 5}}), "logit_bias"),
         (json.dumps({**ok, "response_format": {"type": "json_object"}}), "response_format"),
+        (json.dumps({**ok, "speculative": "medusa"}), "speculative"),
+        (json.dumps({**ok, "speculative": {"method": "ngram", "k": 3}}), "speculative.k"),
+        (json.dumps({**ok, "speculative": {"method": "ngram", "prompt_lookup_min": 6,
+                                            "prompt_lookup_max": 3}}), "speculative"),
+        (json.dumps({**ok, "prediction": {"type": "content", "content": 5}}), "prediction.content"),
+        (json.dumps({**ok, "prediction": "text"}), "prediction"),
         (b'{"model": "qwen3-test", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "body"),
     ]
     for body, param in cases:
