@@ -69,6 +69,8 @@ void run_bench_spec(const BenchSpecOptions& opt) {
   const LlmModel model = LlmModel::load(opt.model, llm_load_options(opt.device));
   const Tokenizer tokenizer = load_llm_tokenizer(opt.model);
   const std::vector<Prompt> prompts = read_prompts(opt, tokenizer);
+  const std::unique_ptr<LlmModel> draft =
+      load_draft_model(opt.speculative, llm_load_options(opt.device));
   for (int b : opt.batch) {
     check_arg(b >= 1, "[bench spec] --batch sizes must be at least 1");
     std::vector<std::vector<int32_t>> oracle;  // the first method's outputs
@@ -79,7 +81,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
       eo.speculative = opt.speculative.config;
       eo.speculative.method = parse_spec_method(method);
       validate(eo.speculative);
-      LlmEngine engine(model, tokenizer, eo);
+      LlmEngine engine(model, tokenizer, eo, draft.get());
       std::vector<GenerateResult> results(prompts.size());
       size_t done = 0;
       std::exception_ptr failed;
@@ -129,6 +131,8 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           {"tokens_per_s", double(tokens) / secs},
           {"forwards", st.forwards},
           {"forward_seconds", st.forward_seconds},
+          {"draft_forwards", st.draft_forwards},
+          {"draft_seconds", st.draft_seconds},
           {"verify_rows", st.spec_rows},
           {"draft_tokens", st.spec_draft_tokens},
           {"accepted_tokens", st.spec_accepted_tokens},

@@ -104,7 +104,9 @@ void run_generate(const GenerateOptions& opt) {
   LlmEngineOptions engine_options;
   engine_options.max_context = opt.context;
   engine_options.speculative = speculative_config(opt.speculative);
-  LlmEngine engine(model, tokenizer, engine_options);
+  const std::unique_ptr<LlmModel> draft =
+      load_draft_model(opt.speculative, llm_load_options(opt.device));
+  LlmEngine engine(model, tokenizer, engine_options, draft.get());
   GenerateRequest req;
   req.prompt = tokenizer.encode(opt.prompt, /*add_special_tokens=*/true);
   req.params = sampling_params(opt.model, opt.sampling);
@@ -134,7 +136,9 @@ void run_chat(const GenerateOptions& opt) {
   LlmEngineOptions engine_options;
   engine_options.max_context = opt.context;
   engine_options.speculative = speculative_config(opt.speculative);
-  LlmEngine engine(model, tokenizer, engine_options);
+  const std::unique_ptr<LlmModel> draft =
+      load_draft_model(opt.speculative, llm_load_options(opt.device));
+  LlmEngine engine(model, tokenizer, engine_options, draft.get());
   const SamplingParams params = sampling_params(opt.model, opt.sampling);
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

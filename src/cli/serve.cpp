@@ -69,6 +69,7 @@ void run_serve(ServeCliOptions opt) {
     c.engine.mixed_prefill = opt.mixed_prefill == "on";
     c.engine.trace_path = opt.trace;
     c.engine.speculative = speculative_config(opt.speculative);
+    c.draft_model_dir = opt.speculative.draft_model;
     // Without --kv-cache-gb, every running request can reach the full context.
     c.engine.kv_rows = opt.max_running;
     chat = std::make_unique<ChatService>(c);

@@ -36,7 +36,9 @@ ChatService::ChatService(ChatServiceOptions options) : options_(std::move(option
     if (e.kind() != ErrorKind::not_found) throw;  // a template that does not parse: fail now
     template_error_ = e.what();
   }
-  engine_ = std::make_unique<LlmEngine>(*model_, *tokenizer_, options_.engine);
+  if (!options_.draft_model_dir.empty())
+    draft_ = std::make_unique<LlmModel>(LlmModel::load(options_.draft_model_dir, options_.load));
+  engine_ = std::make_unique<LlmEngine>(*model_, *tokenizer_, options_.engine, draft_.get());
   worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -31,8 +31,9 @@ namespace parley {
 
 struct ChatServiceOptions {
   std::string model_dir;
-  LlmLoadOptions load;      // device and dtype of the model (f32 on the CPU by default)
-  int queue_capacity = 64;  // requests waiting beyond the running one; more are refused
+  LlmLoadOptions load;          // device and dtype of the model (f32 on the CPU by default)
+  std::string draft_model_dir;  // speculative decoding's draft model (SpecMethod::draft)
+  int queue_capacity = 64;      // requests waiting beyond the running one; more are refused
   LlmEngineOptions engine;
 };
 
@@ -124,6 +125,7 @@ class ChatService {
 
   ChatServiceOptions options_;
   std::unique_ptr<LlmModel> model_;
+  std::unique_ptr<LlmModel> draft_;  // null without --draft-model
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<LoadedChatTemplate> template_;  // null: the folder has none
   std::string template_error_;                    // why there is none

@@ -136,7 +136,8 @@ struct LlmEngine::Active {
   int open_choices = 0;
 };
 
-LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options)
+LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options,
+                     const LlmModel* draft)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
@@ -154,6 +155,13 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
       scratch_(model.device()),
       suffix_cache_(options.speculative) {
   validate(options_.speculative);
+  if (draft) {
+    check_arg(draft->device() == model.device(),
+              "[llm] the draft model must be on the target's device");
+    draft_ = std::make_unique<DraftRunner>(*draft, model.config().vocab_size, cache_.n_blocks());
+  }
+  check_arg(options_.speculative.method != SpecMethod::draft || draft_,
+            "speculative: the draft method needs a draft model (--draft-model)");
   if (!options_.trace_path.empty()) trace_ = std::make_unique<ChromeTrace>(options_.trace_path);
   publish_stats();
 }
@@ -179,6 +187,10 @@ void LlmEngine::publish_stats() {
   s.scheduler = scheduler_.stats();
   s.kv = pool_.stats();
   s.tiers = tiers_->stats();
+  if (draft_) {
+    s.draft_forwards = draft_->forwards();
+    s.draft_seconds = draft_->seconds();
+  }
   std::lock_guard lock(stats_mu_);
   stats_ = s;
 }
@@ -221,6 +233,8 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
                 ? options_.speculative
                 : prediction_config(options_.speculative);
   validate(a->spec);
+  check_arg(a->spec.method != SpecMethod::draft || draft_,
+            "speculative: the draft method needs a draft model (the server's --draft-model)");
   a->on_token = std::move(on_token);
   a->on_done = std::move(on_done);
   a->cancel = std::move(cancel);
@@ -262,6 +276,8 @@ GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCa
 
 void LlmEngine::finish(Active& a, std::exception_ptr error) {
   scheduler_.remove(&a.group);
+  if (draft_)
+    for (const Sequence& s : a.group.seqs) draft_->release(s.id);
   GenerateResult& r = a.result;
   r.cached_tokens = std::max<int64_t>(0, a.group.cached_tokens);
   for (auto& c : a.choices) {
@@ -336,22 +352,29 @@ void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
 }
 
 void LlmEngine::propose_drafts() {
+  std::vector<DraftRunner::Job> jobs;  // the draft model's, run together after the loop
   for (SequenceGroup* g : scheduler_.running()) {
     Active& a = *static_cast<Active*>(g->user);
     for (Sequence& s : g->seqs) s.draft.clear();
     if (!g->forked() || !a.spec.enabled()) continue;
+    const bool by_draft = a.spec.method == SpecMethod::draft && draft_;
     for (size_t i = 0; i < g->seqs.size(); ++i) {
       Sequence& s = g->seqs[i];
       Active::Choice& c = a.choices[i];
-      if (!c.proposer || s.finished || c.out.finish != ChoiceFinish::none ||
+      if ((!c.proposer && !by_draft) || s.finished || c.out.finish != ChoiceFinish::none ||
           !pool_.has_request(s.id) || pool_.num_computed(s.id) + 1 != int64_t(s.tokens.size()))
         continue;
       // k + 1 accepted tokens at most: no draft past max_tokens (and so the context).
       const int64_t left = int64_t(*c.sampler->params().max_tokens) - c.sampler->step();
       const int k = int(std::min<int64_t>(a.spec.num_tokens, left - 1));
-      if (k > 0) c.proposer->propose(s.tokens, k, s.draft);
+      if (k <= 0) continue;
+      if (by_draft)
+        jobs.push_back({s.id, s.tokens, k, &s.draft});
+      else
+        c.proposer->propose(s.tokens, k, s.draft);
     }
   }
+  if (!jobs.empty()) draft_->propose(jobs);
 }
 
 void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {

@@ -42,6 +42,7 @@
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "sampling/sampler.h"
+#include "serving/draft_runner.h"
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
 #include "serving/scheduler.h"
@@ -151,6 +152,8 @@ struct LlmEngineStats {
   uint64_t spec_rows = 0;
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
+  uint64_t draft_forwards = 0;  // the draft model's (SpecMethod::draft)
+  double draft_seconds = 0;
 };
 
 // The model folder's generation_config.json sampling defaults (temperature, top_p, top_k,
@@ -160,7 +163,10 @@ SamplingParams generation_defaults(const std::string& model_dir);
 
 class LlmEngine {
  public:
-  LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options = {});
+  // draft (optional, outliving the engine): the draft model of SpecMethod::draft, on the
+  // model's device, with its vocabulary.
+  LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngineOptions options = {},
+            const LlmModel* draft = nullptr);
   ~LlmEngine();  // the cached blocks onto the SSD tier, when there is one
 
   const LlmModel& model() const { return model_; }
@@ -208,6 +214,7 @@ class LlmEngine {
   Batch batch_;
   std::vector<int32_t> verify_tokens_;  // the verify rows' tokens (last accepted + drafts)
   SuffixCache suffix_cache_;
+  std::unique_ptr<DraftRunner> draft_;
   Tensor logits_;
   LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;

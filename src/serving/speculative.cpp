@@ -10,6 +10,7 @@ std::string_view to_string(SpecMethod m) {
   switch (m) {
     case SpecMethod::ngram: return "ngram";
     case SpecMethod::suffix: return "suffix";
+    case SpecMethod::draft: return "draft";
     case SpecMethod::none: break;
   }
   return "none";
@@ -19,8 +20,9 @@ SpecMethod parse_spec_method(std::string_view s) {
   if (s == "none" || s == "off" || s.empty()) return SpecMethod::none;
   if (s == "ngram" || s == "prompt_lookup") return SpecMethod::ngram;
   if (s == "suffix") return SpecMethod::suffix;
+  if (s == "draft" || s == "draft_model") return SpecMethod::draft;
   throw Error(ErrorKind::invalid_argument,
-              "speculative: unknown method '" + std::string(s) + "' (none, ngram, suffix)");
+              "speculative: unknown method '" + std::string(s) + "' (none, ngram, suffix, draft)");
 }
 
 void validate(const SpeculativeConfig& c) {
@@ -236,6 +238,7 @@ std::unique_ptr<Proposer> make_proposer(const SpeculativeConfig& config, SuffixC
   switch (config.enabled() ? config.method : SpecMethod::none) {
     case SpecMethod::ngram: return std::make_unique<NgramProposer>(config, prediction);
     case SpecMethod::suffix: return std::make_unique<SuffixProposer>(config, cache, ns, prediction);
+    case SpecMethod::draft:  // the engine's DraftRunner
     case SpecMethod::none: break;
   }
   return nullptr;

@@ -19,6 +19,9 @@
 //     one over earlier outputs (per cache_salt namespace); the longest suffix of the
 //     sequence found in a trie, then its most frequent continuation while the product of
 //     the branch frequencies stays at or above suffix_min_prob.
+//   - a draft model (`draft`, serving/draft_runner.h): a smaller model with the same
+//     tokenizer proposes its greedy continuation; the engine runs it, batched over the
+//     sequences (make_proposer gives no per-sequence proposer for it).
 #pragma once
 
 #include <cstdint>
@@ -33,8 +36,8 @@
 
 namespace parley {
 
-enum class SpecMethod { none, ngram, suffix };
-std::string_view to_string(SpecMethod m);          // "none", "ngram", "suffix"
+enum class SpecMethod { none, ngram, suffix, draft };
+std::string_view to_string(SpecMethod m);          // "none", "ngram", "suffix", "draft"
 SpecMethod parse_spec_method(std::string_view s);  // throws Error(invalid_argument)
 
 struct SpeculativeConfig {

@@ -100,6 +100,7 @@ TEST(SpeculativeConfig, ParsesAndValidates) {
   EXPECT_EQ(parse_spec_method("ngram"), SpecMethod::ngram);
   EXPECT_EQ(parse_spec_method("suffix"), SpecMethod::suffix);
   EXPECT_EQ(parse_spec_method("none"), SpecMethod::none);
+  EXPECT_EQ(parse_spec_method("draft"), SpecMethod::draft);
   EXPECT_THROW(parse_spec_method("medusa"), Error);
   SpeculativeConfig c;
   c.ngram_min = 4;
@@ -245,6 +246,8 @@ TEST(Verifier, OneHotDraftsFollowTheTargetDistribution) {
 struct Trained {
   std::string dir = std::string(PARLEY_MODELS_DIR) + "/parley-chat-target";
   LlmModel model = LlmModel::load(dir);
+  // Its draft (3.1 M parameters, the same tokenizer), for SpecMethod::draft.
+  LlmModel draft = LlmModel::load(std::string(PARLEY_MODELS_DIR) + "/parley-chat-draft");
   Tokenizer tokenizer = Tokenizer::from_file(dir + "/tokenizer.json");
 };
 
@@ -346,7 +349,7 @@ SpecRun run_spec(const std::vector<GenerateRequest>& reqs, const SpeculativeConf
                  int64_t max_batch_tokens = 8192) {
   LlmEngineOptions o = engine_options(max_batch_tokens);
   o.speculative = c;
-  LlmEngine e(trained().model, trained().tokenizer, o);
+  LlmEngine e(trained().model, trained().tokenizer, o, &trained().draft);
   SpecRun run;
   run.results.resize(reqs.size());
   int done = 0;
@@ -387,7 +390,7 @@ TEST_P(SpeculativeEngine, GreedyEqualsPlainAloneAndInABatchOfEight) {
   uint64_t tokens = 0;
   for (const GenerateResult& r : want) tokens += uint64_t(r.completion_tokens);
   // (The model copies poorly, 27 % of its held-out copies are exact, so most drafts from
-  // the prompt are rejected: 16 of 72 (ngram) and 22 of 137 (suffix) here.)
+  // the prompt are rejected: 16 of 72 (ngram), 22 of 137 (suffix), 51 of 212 (draft) here.)
   EXPECT_GT(drafts, 40u);
   EXPECT_GE(accepted, 10u);
   EXPECT_GE(all.stats.spec_accepted_tokens, 10u);
@@ -447,7 +450,7 @@ TEST_P(SpeculativeEngine, ACancelledStreamStopsWhereItsCallbackSaid) {
   const GenerateResult want = base.generate(r, stop_after(6));
   LlmEngineOptions o = engine_options();
   o.speculative = spec(GetParam());
-  LlmEngine e(trained().model, trained().tokenizer, o);
+  LlmEngine e(trained().model, trained().tokenizer, o, &trained().draft);
   const GenerateResult got = e.generate(r, stop_after(6));
   EXPECT_EQ(got.choices[0].finish, ChoiceFinish::cancelled);
   expect_same(got, want, "cancelled");
@@ -456,7 +459,8 @@ TEST_P(SpeculativeEngine, ACancelledStreamStopsWhereItsCallbackSaid) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, SpeculativeEngine,
-                         ::testing::Values(SpecMethod::ngram, SpecMethod::suffix),
+                         ::testing::Values(SpecMethod::ngram, SpecMethod::suffix,
+                                           SpecMethod::draft),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(SpeculativeEngine, ARequestChoosesItsOwnMethodOrNone) {
@@ -476,6 +480,41 @@ TEST(SpeculativeEngine, ARequestChoosesItsOwnMethodOrNone) {
     expect_same(e.generate(r), want, "ngram");
     EXPECT_GT(e.stats().spec_accepted_tokens, 0u);
   }
+}
+
+}  // namespace
+}  // namespace parley
+
+namespace parley {
+namespace {
+
+TEST(SpeculativeEngine, TheDraftMethodNeedsADraftModelThatSharesTheVocabulary) {
+  LlmEngineOptions o = engine_options();
+  o.speculative = spec(SpecMethod::draft);
+  EXPECT_THROW(LlmEngine(trained().model, trained().tokenizer, o), Error);
+  LlmEngine plain_engine(trained().model, trained().tokenizer, engine_options());
+  GenerateRequest r = request(prompts()[0], 0.0f, 8, 1);
+  r.speculative = spec(SpecMethod::draft);
+  EXPECT_THROW(plain_engine.submit(r, {}, {}), Error);
+  test::TinyLlama& tiny = test::tiny_llama();  // the Qwen3 vocabulary, not the trained one's
+  EXPECT_THROW(LlmEngine(trained().model, trained().tokenizer, engine_options(), &tiny.model),
+               Error);
+}
+
+TEST(SpeculativeEngine, TheDraftModelsKvIsFreedWithItsRequestsAndReusedAcrossThem) {
+  LlmEngineOptions o = engine_options();
+  o.speculative = spec(SpecMethod::draft);
+  LlmEngine e(trained().model, trained().tokenizer, o, &trained().draft);
+  const GenerateRequest r = request(prompts()[2], 0.0f, 40, 1);
+  const GenerateResult first = e.generate(r);
+  const uint64_t draft_forwards = e.stats().draft_forwards;
+  EXPECT_GT(draft_forwards, 10u);
+  EXPECT_GT(first.accepted_draft_tokens, 10);
+  // The same prompt again: its draft prefill comes from the draft pool's prefix cache, and
+  // the answer is the same.
+  const GenerateResult again = e.generate(r);
+  expect_same(again, first, "again");
+  EXPECT_EQ(e.stats().kv.blocks_used, 0);
 }
 
 }  // namespace
