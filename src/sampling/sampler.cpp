@@ -72,7 +72,7 @@ void RowSampling::check_logits(std::span<const float> logits) const {
   }
 }
 
-SampleResult RowSampling::sample(std::span<const float> logits) {
+bool RowSampling::prepare(std::span<const float> logits) {
   check_logits(logits);
   const SamplingParams& p = params_;
   std::span<float> work(work_);
@@ -83,22 +83,60 @@ SampleResult RowSampling::sample(std::span<const float> logits) {
   if (use_penalties_) {
     penalties_.apply(work, p.repetition_penalty, p.frequency_penalty, p.presence_penalty);
   }
+  if (p.temperature < kGreedyTemperature) return true;
+  apply_temperature(work, p.temperature);
+  if (p.min_p > 0.0f) apply_min_p(work, p.min_p);
+  apply_top_k_top_p(work, p.top_k, p.top_p, order_);
+  return false;
+}
+
+void RowSampling::fill_logprobs_of(std::span<const float> logits, SampleResult& r) const {
+  if (!params_.logprobs) return;
+  const bool raw = params_.logprobs_mode == LogprobsMode::raw;
+  const std::span<const float> dist = raw ? logits : std::span<const float>(work_);
+  fill_logprobs(dist, logsumexp_f64(dist), r);
+}
+
+SampleResult RowSampling::sample(std::span<const float> logits) {
+  const bool greedy = prepare(logits);
   SampleResult r;
-  if (p.temperature < kGreedyTemperature) {
-    r.token = argmax_logit(work);
-  } else {
-    apply_temperature(work, p.temperature);
-    if (p.min_p > 0.0f) apply_min_p(work, p.min_p);
-    apply_top_k_top_p(work, p.top_k, p.top_p, order_);
-    r.token = draw_token(work, philox_uniform(seed_, stream_, uint64_t(step_)));
-  }
+  r.token = greedy ? argmax_logit(work_)
+                   : draw_token(work_, philox_uniform(seed_, stream_, uint64_t(step_)));
   if (r.token < 0) fail("[sampling] every token has logit -inf after the logit processors");
-  if (p.logprobs) {
-    const bool raw = p.logprobs_mode == LogprobsMode::raw;
-    const std::span<const float> dist = raw ? logits : std::span<const float>(work);
-    fill_logprobs(dist, logsumexp_f64(dist), r);
-  }
+  fill_logprobs_of(logits, r);
   return r;
+}
+
+void RowSampling::distribution(std::span<const float> logits, std::span<double> probs) {
+  if (probs.size() != size_t(vocab_size_)) fail("[sampling] distribution: wrong length");
+  const bool greedy = prepare(logits);
+  const int32_t top = argmax_logit(work_);
+  if (top < 0) fail("[sampling] every token has logit -inf after the logit processors");
+  std::fill(probs.begin(), probs.end(), 0.0);
+  if (greedy) {
+    probs[size_t(top)] = 1.0;
+    return;
+  }
+  const double m = work_[size_t(top)];
+  double total = 0.0;
+  for (size_t i = 0; i < probs.size(); ++i)
+    if (work_[i] > -std::numeric_limits<float>::infinity())
+      total += probs[i] = std::exp(double(work_[i]) - m);
+  for (double& v : probs) v /= total;
+}
+
+SampleResult RowSampling::result_for(std::span<const float> logits, int32_t token) {
+  if (token < 0 || token >= vocab_size_) fail("[sampling] result_for: token out of range");
+  prepare(logits);  // work_ as sample() leaves it (the processed logprobs mode reads it)
+  SampleResult r;
+  r.token = token;
+  fill_logprobs_of(logits, r);
+  return r;
+}
+
+double RowSampling::aux_uniform(int which) const {
+  // Streams above 2^56 are never a choice index: sample()'s draws stay untouched.
+  return philox_uniform(seed_, stream_ ^ (uint64_t(which + 1) << 56), uint64_t(step_));
 }
 
 void RowSampling::fill_logprobs(std::span<const float> dist, double lse, SampleResult& r) const {

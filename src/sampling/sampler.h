@@ -87,6 +87,17 @@ class RowSampling {
   // or when every token is -inf after the processors.
   SampleResult sample(std::span<const float> logits);
 
+  // Speculative decoding's general rule (serving/verifier.h) needs the distribution a draw
+  // would follow and the logprobs of a token chosen elsewhere:
+  //   distribution: the probabilities of steps 1-6 over the vocabulary (one-hot at the argmax
+  //     when greedy), in double, into probs [vocab];
+  //   result_for: what sample() would return had it drawn `token` (its logprobs);
+  //   aux_uniform: a uniform in [0, 1) of this step from the row's seed on a stream of its
+  //     own (which = 0, 1, ...), never the one sample() draws from.
+  void distribution(std::span<const float> logits, std::span<double> probs);
+  SampleResult result_for(std::span<const float> logits, int32_t token);
+  double aux_uniform(int which) const;
+
   // Accepts the row's next token (the sampled one or one forced by the caller): counts it
   // for the penalties, advances the random stream and says whether the request is done
   // (stop tokens end it only once min_tokens are reached, as vLLM's check_stop).
@@ -94,6 +105,9 @@ class RowSampling {
 
  private:
   void check_logits(std::span<const float> logits) const;
+  // Steps 1-6 into work_: true when greedy (work_ then holds the penalized logits only).
+  bool prepare(std::span<const float> logits);
+  void fill_logprobs_of(std::span<const float> logits, SampleResult& r) const;
   void fill_logprobs(std::span<const float> dist, double lse, SampleResult& r) const;
 
   SamplingParams params_;

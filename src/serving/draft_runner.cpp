@@ -1,8 +1,11 @@
 #include "serving/draft_runner.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "engine/error.h"
+#include "sampling/philox.h"
+#include "sampling/sampling_params.h"
 
 namespace parley {
 
@@ -14,6 +17,27 @@ int32_t argmax(const float* row, int64_t n) {
     if (row[i] > row[best]) best = i;
   return int32_t(best);
 }
+// A draw from softmax(row / t) by inverse CDF at u (in double); q gets the probabilities.
+int32_t draw(const float* row, int64_t n, float t, double u, float* q) {
+  const int32_t top = argmax(row, n);
+  const double m = row[top];
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::exp((double(row[i]) - m) / t);
+  const double target = u * total;
+  double acc = 0;
+  int32_t pick = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = std::exp((double(row[i]) - m) / t);
+    q[i] = float(w / total);
+    acc += w;
+    if (pick < 0 && acc > target) pick = int32_t(i);
+  }
+  return pick < 0 ? top : pick;
+}
+
+// The draft lane of a request's random streams (RowSampling's own lanes are below it).
+constexpr uint64_t kDraftLane = uint64_t(8) << 56;
+
 }  // namespace
 
 DraftRunner::DraftRunner(const LlmModel& draft, int64_t target_vocab, int64_t n_blocks)
@@ -50,6 +74,7 @@ void DraftRunner::propose(std::span<const Job> jobs) {
     const int64_t done = pool_.num_computed(j.id);
     const int64_t len = int64_t(j.tokens.size()) - done;
     if (len <= 0 || !pool_.allocate(j.id, len + j.k - 1)) continue;  // no room: no drafts
+    if (j.probs) j.probs->clear();
     live.push_back(&j);
   }
   // Tables are read after every allocation (a row's span stays valid through the forward).
@@ -70,7 +95,17 @@ void DraftRunner::propose(std::span<const Job> jobs) {
     for (const Job* j : live) {
       if (int(j->out->size()) >= j->k) continue;
       if (step == 0) pool_.commit(j->id, int64_t(j->tokens.size()));
-      j->out->push_back(argmax(logits_.data<float>() + int64_t(r++) * vocab, vocab));
+      const float* row = logits_.data<float>() + int64_t(r++) * vocab;
+      if (j->probs && j->temperature >= kGreedyTemperature) {
+        const size_t at = j->probs->size();
+        j->probs->resize(at + size_t(vocab));
+        const uint64_t position = j->tokens.size() + j->out->size();
+        j->out->push_back(draw(row, vocab, j->temperature,
+                               philox_uniform(j->seed, j->stream ^ kDraftLane, position),
+                               j->probs->data() + at));
+      } else {
+        j->out->push_back(argmax(row, vocab));
+      }
       if (int(j->out->size()) < j->k)
         next.rows.push_back({std::span(&j->out->back(), 1),
                              int32_t(j->tokens.size() + j->out->size() - 1),

@@ -117,6 +117,7 @@ struct LlmEngine::Active {
   struct Choice {
     std::optional<RowSampling> sampler;
     std::unique_ptr<Proposer> proposer;  // null without speculative decoding
+    std::vector<float> draft_probs;      // a draft model's q of the current drafts (sampled)
     std::optional<StreamDecoder> decoder;
     StopMatcher stops;
     ChoiceOutput out;
@@ -368,10 +369,15 @@ void LlmEngine::propose_drafts() {
       const int64_t left = int64_t(*c.sampler->params().max_tokens) - c.sampler->step();
       const int k = int(std::min<int64_t>(a.spec.num_tokens, left - 1));
       if (k <= 0) continue;
-      if (by_draft)
-        jobs.push_back({s.id, s.tokens, k, &s.draft});
-      else
+      if (by_draft) {
+        const SamplingParams& sp = c.sampler->params();
+        c.draft_probs.clear();
+        jobs.push_back({s.id, s.tokens, k, &s.draft, sp.temperature, c.sampler->seed(),
+                        c.sampler->stream(),
+                        sp.temperature >= kGreedyTemperature ? &c.draft_probs : nullptr});
+      } else {
         c.proposer->propose(s.tokens, k, s.draft);
+      }
     }
   }
   if (!jobs.empty()) draft_->propose(jobs);
@@ -480,9 +486,10 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
       }
       Check& c = checks[ci++];
       const Sequence& s = r.group->seqs[size_t(r.seq)];
-      verify.push_back({&*c.a->choices[size_t(r.seq)].sampler,
-                        logits_.data<float>() + row * logits_.dim(1),
-                        std::span(s.draft).first(size_t(r.drafts)), &c.out});
+      Active::Choice& choice = c.a->choices[size_t(r.seq)];
+      verify.push_back({&*choice.sampler, logits_.data<float>() + row * logits_.dim(1),
+                        std::span(s.draft).first(size_t(r.drafts)), &c.out,
+                        choice.draft_probs.empty() ? nullptr : choice.draft_probs.data()});
       row += r.drafts + 1;
     }
     verify_rows(verify);

@@ -20,8 +20,9 @@
 //     sequence found in a trie, then its most frequent continuation while the product of
 //     the branch frequencies stays at or above suffix_min_prob.
 //   - a draft model (`draft`, serving/draft_runner.h): a smaller model with the same
-//     tokenizer proposes its greedy continuation; the engine runs it, batched over the
-//     sequences (make_proposer gives no per-sequence proposer for it).
+//     tokenizer proposes its greedy continuation (one-hot), or for a sampled request draws
+//     from its own distribution q, which the verifier's general rule takes; the engine runs
+//     it, batched over the sequences (make_proposer gives no per-sequence proposer for it).
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,35 @@
 #include "serving/verifier.h"
 
+#include <algorithm>
 #include <exception>
 #include <mutex>
 
 #include "engine/error.h"
 
 namespace parley {
+
+int32_t speculative_sample(std::span<const double> p, std::span<const float> q, int32_t d,
+                           double u_accept, double u_resample, bool& accepted) {
+  const double pd = p[size_t(d)], qd = q[size_t(d)];
+  // u < p / q, as u q < p; a draft q gave no mass (it cannot have drawn d): p decides alone.
+  accepted = qd > 0 ? u_accept * qd < pd : pd > 0;
+  if (accepted) return d;
+  double total = 0;
+  for (size_t i = 0; i < p.size(); ++i) total += std::max(0.0, p[i] - double(q[i]));
+  const double target = u_resample * total;
+  double acc = 0;
+  int32_t last = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double w = std::max(0.0, p[i] - double(q[i]));
+    if (w <= 0) continue;
+    acc += w;
+    last = int32_t(i);
+    if (acc > target) return last;
+  }
+  if (last >= 0) return last;
+  // p <= q everywhere yet d rejected: only rounding gets here; p's most likely token.
+  return int32_t(std::max_element(p.begin(), p.end()) - p.begin());
+}
 
 int accepted_drafts(const VerifyRow& r) {
   int n = 0;
@@ -31,13 +55,25 @@ void verify_rows(std::span<const VerifyRow> rows, ThreadPool& pool) {
       const VerifyRow& r = c->rows[size_t(i)];
       r.out->clear();
       const size_t vocab = size_t(r.sampler->vocab_size());
+      std::vector<double> p(r.draft_probs ? vocab : 0);
       try {
         for (size_t pos = 0; pos <= r.drafts.size(); ++pos) {
-          SampleResult s = r.sampler->sample({r.logits + pos * vocab, vocab});
+          const std::span<const float> logits(r.logits + pos * vocab, vocab);
+          SampleResult s;
+          bool go_on = pos < r.drafts.size();
+          if (r.draft_probs && go_on) {  // the general rule
+            r.sampler->distribution(logits, p);
+            const int32_t t =
+                speculative_sample(p, {r.draft_probs + pos * vocab, vocab}, r.drafts[pos],
+                                   r.sampler->aux_uniform(0), r.sampler->aux_uniform(1), go_on);
+            s = r.sampler->result_for(logits, t);
+          } else {
+            s = r.sampler->sample(logits);
+            go_on = go_on && s.token == r.drafts[pos];
+          }
           s.finish = r.sampler->accept(s.token);
           r.out->push_back(s);
-          if (s.finish != FinishReason::none || pos == r.drafts.size() || s.token != r.drafts[pos])
-            break;
+          if (s.finish != FinishReason::none || !go_on) break;
         }
       } catch (...) {
         std::lock_guard lock(*c->mu);

@@ -10,6 +10,14 @@
 // (k + 1)-th token is the bonus. So a row yields 1 to k + 1 tokens, and they are the tokens
 // plain decoding would have produced: greedy token for token, sampled draw for draw (the
 // one-hot draft rule, serving/speculative.h). A stop token or max_tokens ends the walk too.
+//
+// Drafts sampled from a distribution q of their own (a draft model's, for a sampled request)
+// take the general rule instead (Leviathan et al. 2023, Chen et al. 2023): draft i is
+// accepted with probability min(1, p(d) / q(d)), p being the distribution the row's plain
+// draw would follow (RowSampling::distribution); a rejection draws the position's token from
+// max(p - q, 0) normalized and ends the walk. Its two uniforms are the row's auxiliary streams
+// of that step (RowSampling::aux_uniform), so the output follows the target distribution
+// exactly and a seeded request repeats itself, though not draw for draw as without drafts.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +34,14 @@ struct VerifyRow {
   const float* logits = nullptr;             // [drafts.size() + 1, vocab], f32 on the host
   std::span<const int32_t> drafts;           // k >= 0 proposed tokens
   std::vector<SampleResult>* out = nullptr;  // cleared, then 1..k+1 accepted samples
+  const float* draft_probs = nullptr;        // [k, vocab]: the drafts' q; null: one-hot drafts
 };
+
+// The general rule at one position: p (the target's probabilities) and q (the draft's) over
+// the vocabulary, d drawn from q. Returns d when u_accept < p(d) / q(d) (accepted set true),
+// else the token of max(p - q, 0) normalized at u_resample by inverse CDF (accepted false).
+int32_t speculative_sample(std::span<const double> p, std::span<const float> q, int32_t d,
+                           double u_accept, double u_resample, bool& accepted);
 
 // Drafts of row r accepted: out's samples before the first that differs from its draft.
 int accepted_drafts(const VerifyRow& r);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
 
 #include "serving/kv_pool.h"
 #include "serving/llm_engine.h"
@@ -199,6 +200,90 @@ TEST(Verifier, SampledTokensAreThePlainDrawsWhateverTheDrafts) {
     for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].token, want[i]) << trial;
     EXPECT_EQ(accepted_drafts(row), agree);
   }
+}
+
+// The general rule (a draft d drawn from q, accepted with min(1, p(d)/q(d)), else a token from
+// max(p - q, 0)), statistically: the token follows p and the acceptance rate is sum min(p, q).
+TEST(Verifier, GeneralRuleFollowsTheTargetDistribution) {
+  const std::vector<double> p{0.05, 0.30, 0.10, 0.25, 0.0, 0.30};
+  const std::vector<float> q{0.20f, 0.10f, 0.30f, 0.25f, 0.15f, 0.0f};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  const int trials = 200000;
+  std::vector<int> count(p.size(), 0);
+  int accepted = 0;
+  for (int t = 0; t < trials; ++t) {
+    double u = uni(rng), acc = 0;
+    int32_t d = 0;
+    for (; d + 1 < int32_t(q.size()); ++d)
+      if ((acc += q[size_t(d)]) > u) break;
+    bool ok = false;
+    const int32_t x = speculative_sample(p, q, d, uni(rng), uni(rng), ok);
+    ++count[size_t(x)];
+    accepted += ok ? 1 : 0;
+    if (ok) {
+      EXPECT_EQ(x, d);
+    }
+  }
+  double overlap = 0;
+  for (size_t i = 0; i < p.size(); ++i) overlap += std::min(p[i], double(q[i]));
+  EXPECT_NEAR(double(accepted) / trials, overlap, 4 * std::sqrt(overlap * (1 - overlap) / trials));
+  EXPECT_EQ(count[4], 0);  // p(4) = 0: never output, though q proposes it
+  double chi2 = 0;
+  int dof = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) continue;
+    const double e = p[i] * trials;
+    chi2 += (count[i] - e) * (count[i] - e) / e;
+    ++dof;
+  }
+  EXPECT_EQ(dof, 4);
+  EXPECT_LT(chi2, 18.5);  // 4 degrees of freedom: p = 0.001
+}
+
+// The same rule through verify_rows with a row's sampler: the first token follows the row's
+// processed distribution (temperature 0.8 and top_k 4 here) whatever q proposes.
+TEST(Verifier, DraftProbabilitiesGoThroughTheGeneralRule) {
+  const int32_t vocab = 6;
+  const std::vector<float> logits{0.0f, 1.0f, -0.5f, 0.7f, -2.0f, 0.3f};
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.top_k = 4;
+  sp.max_tokens = 10;
+  sp.seed = 7;
+  const std::vector<float> q{0.1f, 0.1f, 0.1f, 0.1f, 0.5f, 0.1f};  // favours a banned token
+  std::vector<double> p(vocab);
+  {
+    RowSampling s(sp, vocab, Ids{0}, Ids{});
+    s.distribution(logits, p);
+  }
+  EXPECT_EQ(p[4], 0.0);  // top_k 4 keeps 1, 3, 5, 0
+  EXPECT_EQ(p[2], 0.0);
+  const int trials = 40000;
+  std::vector<int> first(vocab, 0);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  for (int t = 0; t < trials; ++t) {
+    RowSampling s(sp, vocab, Ids{0}, Ids{}, uint64_t(t));
+    double u = uni(rng), acc = 0;
+    int32_t d = 0;
+    for (; d + 1 < vocab; ++d)
+      if ((acc += q[size_t(d)]) > u) break;
+    std::vector<float> two(logits);
+    two.insert(two.end(), logits.begin(), logits.end());
+    std::vector<SampleResult> out;
+    const Ids drafts{d};
+    const VerifyRow row{&s, two.data(), drafts, &out, q.data()};
+    verify_rows(std::span(&row, 1));
+    ++first[size_t(out[0].token)];
+  }
+  EXPECT_EQ(first[4] + first[2], 0);
+  double chi2 = 0;
+  for (int i : {0, 1, 3, 5}) {
+    const double e = p[size_t(i)] * trials;
+    chi2 += (first[size_t(i)] - e) * (first[size_t(i)] - e) / e;
+  }
+  EXPECT_LT(chi2, 16.3);  // 3 degrees of freedom: p = 0.001
 }
 
 // The one-hot acceptance rule, statistically: a draft d is accepted with probability p(d)
@@ -401,6 +486,10 @@ TEST_P(SpeculativeEngine, GreedyEqualsPlainAloneAndInABatchOfEight) {
             << tokens << " tokens" << std::endl;
 }
 
+// Sampled: one-hot drafts (ngram, suffix) give the plain draws exactly. A draft model's
+// sampled drafts go through the general rule, whose draws differ from plain decoding's (the
+// distribution is the same: Verifier.GeneralRuleFollowsTheTargetDistribution); there a
+// seeded request alone equals itself in a batch of eight.
 TEST_P(SpeculativeEngine, SampledEqualsPlainDrawForDraw) {
   std::vector<GenerateRequest> reqs;
   std::vector<GenerateResult> want;
@@ -410,7 +499,8 @@ TEST_P(SpeculativeEngine, SampledEqualsPlainDrawForDraw) {
     r.params.repetition_penalty = 1.1f;
     r.n = i % 3 == 0 ? 2 : 1;
     reqs.push_back(r);
-    want.push_back(plain(r));
+    want.push_back(GetParam() == SpecMethod::draft ? run_spec({r}, spec(GetParam())).results[0]
+                                                   : plain(r));
   }
   const SpecRun all = run_spec(reqs, spec(GetParam()));
   for (size_t i = 0; i < reqs.size(); ++i)
