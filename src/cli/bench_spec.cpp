@@ -5,7 +5,8 @@
 // each --methods entry, a fresh engine generates every prompt (batch 1: one request at a
 // time; batch B: all submitted at once, B running together) and reports wall time, output
 // tokens per second, forwards, drafts verified and accepted, and whether every output is
-// identical to the first method's (`none` first: the plain decode is the oracle). With
+// identical to the first method's (`none` first: the plain decode is the oracle; greedy, or
+// sampled with --temperature, each prompt seeded). With
 // --per-task, a line per task with its acceptance.
 #include <chrono>
 #include <fstream>
@@ -37,6 +38,8 @@ struct BenchSpecOptions {
   std::vector<std::string> methods{"none", "ngram", "suffix"};
   std::vector<int> batch{1, 8};
   int32_t max_tokens = 128;
+  float temperature = 0;  // 0: greedy
+  uint64_t seed = 1;      // sampled: prompt i uses seed + i
   int threads = 0;
   bool per_task = false;
   DeviceFlags device;
@@ -92,7 +95,8 @@ void run_bench_spec(const BenchSpecOptions& opt) {
         while (next < prompts.size() && next - done < size_t(b)) {
           GenerateRequest r;
           r.prompt = prompts[next].ids;
-          r.params.temperature = 0;
+          r.params.temperature = opt.temperature;
+          r.params.seed = opt.seed + next;
           r.params.max_tokens = opt.max_tokens;
           engine.submit(r, {}, [&, i = next](GenerateResult* res, std::exception_ptr e) {
             if (e && !failed) failed = e;
@@ -125,6 +129,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           {"method", method},
           {"batch", b},
           {"k", eo.speculative.num_tokens},
+          {"temperature", opt.temperature},
           {"prompts", prompts.size()},
           {"output_tokens", tokens},
           {"seconds", secs},
@@ -170,7 +175,13 @@ void add_bench_spec_subcommand(CLI::App& bench) {
   cmd->add_option("--methods", opt->methods, "Methods in order (the first is the oracle)")
       ->capture_default_str();
   cmd->add_option("--batch", opt->batch, "Requests running together")->capture_default_str();
-  cmd->add_option("--max-tokens", opt->max_tokens, "Most tokens per answer (greedy)")
+  cmd->add_option("--max-tokens", opt->max_tokens, "Most tokens per answer")->capture_default_str();
+  cmd->add_option("--temperature", opt->temperature,
+                  "0: greedy; above: sampled, prompt i seeded with --seed + i (one-hot drafts "
+                  "keep the plain draws; a draft model's sampled drafts change them, not their "
+                  "distribution)")
+      ->capture_default_str();
+  cmd->add_option("--seed", opt->seed, "The first prompt's seed when sampling")
       ->capture_default_str();
   cmd->add_flag("--per-task", opt->per_task, "Also a line per task with its acceptance");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
