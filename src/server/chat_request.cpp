@@ -415,19 +415,43 @@ nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
           {"text_offset", offsets}};
 }
 
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool stream, int first_index) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    nlohmann::json c = {{"id", calls[i].id},
+                        {"type", "function"},
+                        {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (stream) c["index"] = first_index + int(i);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
                              const GenerateResult& r, const Tokenizer& tok) {
   nlohmann::json choices = nlohmann::json::array();
   for (size_t i = 0; i < r.choices.size(); ++i) {
     const ChoiceOutput& c = r.choices[i];
     nlohmann::json choice = {{"index", i}};
-    if (req.chat) {
+    std::string_view finish = finish_reason(c);
+    if (req.chat && req.tool_format != ToolCallFormat::none) {
+      ToolCallSplit split = split_tool_calls(c.text);
+      nlohmann::json msg = {{"role", "assistant"},
+                            {"content", split.content.empty() && !split.calls.empty()
+                                            ? nlohmann::json(nullptr)
+                                            : nlohmann::json(split.content)}};
+      if (!split.calls.empty()) {
+        msg["tool_calls"] = tool_calls_json(split.calls, false);
+        if (c.finish == ChoiceFinish::stop) finish = "tool_calls";
+      }
+      choice["message"] = std::move(msg);
+    } else if (req.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = req.echo ? req.prompt + c.text : c.text;
     }
     choice["logprobs"] = choice_logprobs(req, tok, c.samples, req.echo ? req.prompt.size() : 0);
-    choice["finish_reason"] = finish_reason(c);
+    choice["finish_reason"] = finish;
     choices.push_back(std::move(choice));
   }
   return {{"id", meta.id},
@@ -464,6 +488,13 @@ nlohmann::json chunk_json(const ChatRequest& req, const ResponseMeta& meta, int 
                       {"choices", nlohmann::json::array({c})},
                       {"system_fingerprint", "parley"}};
   if (req.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+nlohmann::json tool_call_chunk_json(const ChatRequest& req, const ResponseMeta& meta, int choice,
+                                    const std::vector<ToolCall>& calls, int first_index) {
+  nlohmann::json j = chunk_json(req, meta, choice, nullptr, nullptr, "", false);
+  j["choices"][0]["delta"] = {{"tool_calls", tool_calls_json(calls, true, first_index)}};
   return j;
 }
 

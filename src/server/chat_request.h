@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sampling/sampling_params.h"
+#include "server/tool_calls.h"
 #include "serving/llm_engine.h"
 #include "serving/speculative.h"
 #include "text/tokenizer.h"
@@ -40,6 +41,9 @@ struct ChatRequest {
   // server's --speculative.
   std::optional<SpeculativeConfig> speculative;
   std::string prediction;  // OpenAI's Predicted Outputs: prediction.content's text
+  // Chat with tools: how the model writes its calls (set by the server from the template;
+  // none: no parsing, calls stay text).
+  ToolCallFormat tool_format = ToolCallFormat::none;
 };
 
 // vocab_size bounds token ids (logit_bias, prompt ids, stop_token_ids).
@@ -61,6 +65,13 @@ nlohmann::json timings_json(const GenerateResult& r);
 // tokens / token_logprobs / top_logprobs / text_offset), null without logprobs.
 nlohmann::json choice_logprobs(const ChatRequest& req, const Tokenizer& tok,
                                const std::vector<SampleResult>& samples, size_t text_offset);
+// OpenAI's tool_calls array ({id, type, function: {name, arguments}}; streamed entries also
+// carry their index, counting from first_index).
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, bool stream,
+                               int first_index = 0);
+// A streamed chunk whose delta is tool calls.
+nlohmann::json tool_call_chunk_json(const ChatRequest& req, const ResponseMeta& meta, int choice,
+                                    const std::vector<ToolCall>& calls, int first_index);
 nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
                              const GenerateResult& r, const Tokenizer& tok);
 // One streamed piece of a choice: text delta (with its token's logprobs when asked), the

@@ -327,6 +327,8 @@ class Session : public std::enable_shared_from_this<Session> {
       job->chat = chat;
       // The conversation is the job's from here on (the answer needs only the rest).
       job->messages = std::move(chat_req_.messages);
+      if (chat && !chat_req_.tools.is_null())
+        chat_req_.tool_format = tool_call_format(svc.template_source());
       job->tools = std::move(chat_req_.tools);
       job->template_kwargs = std::move(chat_req_.template_kwargs);
       job->add_generation_prompt = chat_req_.add_generation_prompt;
@@ -369,6 +371,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                   .count(),
                               svc.model_id()};
     chat_first_.assign(size_t(job->n), true);
+    tool_streams_.assign(
+        chat_req_.stream && chat_req_.tool_format != ToolCallFormat::none ? size_t(job->n) : 0,
+        ToolCallStream());
     const uint64_t gen = ++generation_;
     auto self = shared_from_this();
     if (chat_req_.stream) {
@@ -437,10 +442,29 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     if (!headers_sent_) send_sse_headers();
     push_role_chunk(choice);
+    if (!tool_streams_.empty()) {  // calls parsed out of the text as it comes
+      ToolCallStream& ts = tool_streams_[size_t(choice)];
+      const int before = ts.calls();
+      const ToolCallStream::Out o = ts.push(delta);
+      push_tool_text(choice, o, before, logprobs);
+      pump();
+      return;
+    }
     if (!delta.empty() || !logprobs.is_null())
       out_.push_back(
           sse_event(chunk_json(chat_req_, chat_meta_, choice, &delta, logprobs, "", false)));
     pump();
+  }
+
+  // A tool stream's output: its text (with the token's logprobs), then its finished calls.
+  void push_tool_text(int choice, const ToolCallStream::Out& o, int first_index,
+                      const nlohmann::json& logprobs) {
+    if (!o.content.empty() || !logprobs.is_null())
+      out_.push_back(
+          sse_event(chunk_json(chat_req_, chat_meta_, choice, &o.content, logprobs, "", false)));
+    if (!o.calls.empty())
+      out_.push_back(
+          sse_event(tool_call_chunk_json(chat_req_, chat_meta_, choice, o.calls, first_index)));
   }
 
   void on_chat_done(Outcome o, const std::optional<GenerateResult>& r) {
@@ -448,8 +472,15 @@ class Session : public std::enable_shared_from_this<Session> {
     finish_job(o, "", [&] {
       for (size_t i = 0; i < r->choices.size(); ++i) {
         push_role_chunk(int(i));
-        out_.push_back(sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr,
-                                            finish_reason(r->choices[i]), false)));
+        std::string_view finish = finish_reason(r->choices[i]);
+        if (i < tool_streams_.size()) {
+          ToolCallStream& ts = tool_streams_[i];
+          const int before = ts.calls();
+          push_tool_text(int(i), ts.flush(), before, nullptr);
+          if (ts.calls() > 0 && r->choices[i].finish == ChoiceFinish::stop) finish = "tool_calls";
+        }
+        out_.push_back(
+            sse_event(chunk_json(chat_req_, chat_meta_, int(i), nullptr, nullptr, finish, false)));
       }
       if (chat_req_.include_usage)
         out_.push_back(sse_event(usage_chunk_json(chat_req_, chat_meta_, *r)));
@@ -764,7 +795,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<TranscriptionJob> job_;
   ChatRequest chat_req_;
   ResponseMeta chat_meta_;
-  std::vector<bool> chat_first_;  // per choice: no chunk sent yet
+  std::vector<bool> chat_first_;              // per choice: no chunk sent yet
+  std::vector<ToolCallStream> tool_streams_;  // per choice, when tool calls are parsed
   std::shared_ptr<ChatJob> chat_job_;
   bool job_active_ = false;
   uint64_t generation_ = 0;

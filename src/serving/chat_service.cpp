@@ -62,6 +62,10 @@ void ChatService::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
+std::string ChatService::template_source() const {
+  return template_ ? template_->tmpl.source() : std::string();
+}
+
 std::string ChatService::model_id() const {
   const auto dir = std::filesystem::path(options_.model_dir).lexically_normal();
   return (dir.has_filename() ? dir : dir.parent_path()).filename().string();

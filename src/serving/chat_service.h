@@ -115,6 +115,8 @@ class ChatService {
 
   ChatStats stats() const;
   std::string model_id() const;  // the model folder's name
+  // The chat template's source ("" without one): the server reads its tool-call format.
+  std::string template_source() const;
   int64_t max_context() const { return engine_->max_context(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   int32_t vocab_size() const { return int32_t(model_->config().vocab_size); }

@@ -457,3 +457,62 @@ def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path)
         assert again.metrics()["parley_chat_kv_ssd_hits_total"] >= 4
     finally:
         assert again.terminate() == 0
+
+
+# ---- Tool calls, with the trained model (models/parley-chat-target) -----------------------
+# It learned Qwen3's hermes format (<tool_call>{"name": ..., "arguments": {...}}</tool_call>)
+# from the training mix, which tools/train/data.py's get_time tool comes from.
+TRAINED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "models", "parley-chat-target")
+GET_TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+@pytest.fixture(scope="module")
+def trained_client():
+    s = Server("--whisper", MODEL, "--whisper-residency", "per-request", model=TRAINED)
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+    assert s.terminate() == 0
+
+
+def ask_time(client, **kw):
+    return client.chat.completions.create(
+        model="parley-chat-target", messages=[{"role": "user", "content": "What time is it in Denver?"}],
+        tools=[GET_TIME], temperature=0, max_tokens=48,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}}, **kw)
+
+
+def test_tool_calls_are_parsed_whole_and_streamed(trained_client):
+    r = ask_time(trained_client)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert choice.message.content is None
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_time"
+    assert json.loads(call.function.arguments) == {"city": "Denver"}
+    # Streamed: the same call in one tool_calls delta, no text, the same finish reason.
+    chunks = list(ask_time(trained_client, stream=True))
+    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert len(calls) == 1 and calls[0].index == 0 and calls[0].function.name == "get_time"
+    assert json.loads(calls[0].function.arguments) == {"city": "Denver"}
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ""
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    # tool_choice none: no tools shown, no parsing; without tools the answer is text.
+    r = trained_client.chat.completions.create(
+        model="parley-chat-target", messages=[{"role": "user", "content": "What is 123 + 456?"}],
+        temperature=0, max_tokens=16, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert r.choices[0].message.content == "579" and not r.choices[0].message.tool_calls
+    # A follow-up turn with the call and its result: the model answers in text.
+    follow = trained_client.chat.completions.create(
+        model="parley-chat-target", temperature=0, max_tokens=48, tools=[GET_TIME],
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        messages=[{"role": "user", "content": "What time is it in Denver?"},
+                  {"role": "assistant", "content": "", "tool_calls": [
+                      {"id": call.id, "type": "function",
+                       "function": {"name": "get_time", "arguments": call.function.arguments}}]},
+                  {"role": "tool", "tool_call_id": call.id, "content": "{\"time\": \"14:05\"}"}])
+    assert follow.choices[0].finish_reason == "stop"
+    assert "14:05" in follow.choices[0].message.content
