@@ -4,6 +4,7 @@
 #include <random>
 
 #include "engine/error.h"
+#include "grammar/regex.h"
 #include "server/api_error.h"
 
 namespace parley::server {
@@ -306,6 +307,17 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
     r.cache_salt = j["cache_salt"].get<std::string>();
   }
   if (has(j, "speculative")) r.speculative = parse_speculative(j["speculative"]);
+  for (const char* key : {"regex", "guided_regex"}) {
+    if (!has(j, key)) continue;
+    if (!j[key].is_string() || j[key].get<std::string>().empty())
+      fail(std::string("'") + key + "' must be a non-empty string", key);
+    r.regex = j[key].get<std::string>();
+    try {
+      Regex::compile(r.regex);
+    } catch (const Error& e) {
+      fail(e.what(), key);
+    }
+  }
   if (has(j, "prediction")) {
     const ojson& p = j["prediction"];
     if (!p.is_object() || !p.contains("type") || p["type"] != "content" || !p.contains("content"))

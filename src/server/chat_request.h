@@ -41,6 +41,7 @@ struct ChatRequest {
   // server's --speculative.
   std::optional<SpeculativeConfig> speculative;
   std::string prediction;  // OpenAI's Predicted Outputs: prediction.content's text
+  std::string regex;       // `regex` (or vLLM's `guided_regex`): the answer must match it
   // Chat with tools: how the model writes its calls (set by the server from the template;
   // none: no parsing, calls stay text).
   ToolCallFormat tool_format = ToolCallFormat::none;

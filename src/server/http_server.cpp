@@ -339,6 +339,7 @@ class Session : public std::enable_shared_from_this<Session> {
       job->cache_salt = chat_req_.cache_salt;
       job->speculative = chat_req_.speculative;
       job->prediction = chat_req_.prediction;
+      job->regex = chat_req_.regex;
       // Rendered and tokenized here, so a template error or an over-long prompt is a 400
       // before anything streams.
       job->prompt_ids = svc.prompt_ids(*job);

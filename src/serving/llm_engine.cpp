@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "grammar/constraint.h"
 #include "sampling/stop_matcher.h"
 #include "serving/verifier.h"
 
@@ -118,6 +119,7 @@ struct LlmEngine::Active {
     std::optional<RowSampling> sampler;
     std::unique_ptr<Proposer> proposer;  // null without speculative decoding
     std::vector<float> draft_probs;      // a draft model's q of the current drafts (sampled)
+    std::unique_ptr<RegexConstraint> constraint;  // the request's regex, one per choice
     std::optional<StreamDecoder> decoder;
     StopMatcher stops;
     ChoiceOutput out;
@@ -228,11 +230,14 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
             " tokens need " + std::to_string(blocks_each * request.n) +
             " KV blocks; the cache holds " + std::to_string(cache_.n_blocks()));
 
+  std::shared_ptr<Regex> regex;
+  if (!request.regex.empty()) regex = Regex::compile(request.regex);  // throws for a bad one
   auto a = std::make_unique<Active>();
   a->spec = request.speculative ? *request.speculative
             : request.prediction.empty() || options_.speculative.enabled()
                 ? options_.speculative
                 : prediction_config(options_.speculative);
+  if (regex) a->spec = SpeculativeConfig{};  // grammar-forced drafts are still to come
   validate(a->spec);
   check_arg(a->spec.method != SpecMethod::draft || draft_,
             "speculative: the draft method needs a draft model (the server's --draft-model)");
@@ -245,6 +250,24 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
     Active::Choice& c = a->choices.emplace_back();
     c.sampler.emplace(params, vocab, request.prompt, eos_, uint64_t(i));
     c.proposer = make_proposer(a->spec, &suffix_cache_, request.cache_salt, request.prediction);
+    if (regex) {
+      if (!token_bytes_) {
+        auto bytes = std::make_shared<std::vector<std::string>>(size_t(vocab));
+        for (int32_t id = 0; id < vocab; ++id)
+          if (tokenizer_.has_token(id) && !tokenizer_.is_special(id))
+            (*bytes)[size_t(id)] = tokenizer_.token_bytes(id);
+        token_bytes_ = std::move(bytes);
+      }
+      // One compiled pattern per choice: a DFA fills its transitions as it runs, and the
+      // choices sample on different threads.
+      const std::span<const int32_t> stops = c.sampler->stop_tokens();
+      c.constraint = std::make_unique<RegexConstraint>(
+          i == 0 ? regex : Regex::compile(request.regex), token_bytes_,
+          std::vector<int32_t>(stops.begin(), stops.end()));
+      RegexConstraint* rc = c.constraint.get();
+      c.sampler->set_logit_hook(
+          [rc](std::span<float> logits, const RowSampling&) { rc->mask(logits); });
+    }
     c.decoder.emplace(tokenizer_, /*skip_special_tokens=*/true);
     c.stops = StopMatcher(params.stop);
   }
@@ -309,6 +332,7 @@ void LlmEngine::finish(Active& a, std::exception_ptr error) {
 
 void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
   Active::Choice& c = a.choices[size_t(index)];
+  if (c.constraint) c.constraint->accept(s.token);
   c.out.tokens.push_back(s.token);
   c.out.samples.push_back(s);
   ++a.result.completion_tokens;

@@ -94,6 +94,9 @@ struct GenerateRequest {
   std::optional<SpeculativeConfig> speculative;
   // The output the client expects (OpenAI's Predicted Outputs): drafts come from it first.
   std::vector<int32_t> prediction;
+  // A regular expression the whole answer must match (grammar/regex.h), or empty. Such a
+  // request decodes without speculation for now.
+  std::string regex;
 };
 
 // Why a choice ended: a stop token or stop string, max_tokens or the context, or the
@@ -215,6 +218,9 @@ class LlmEngine {
   std::vector<int32_t> verify_tokens_;  // the verify rows' tokens (last accepted + drafts)
   SuffixCache suffix_cache_;
   std::unique_ptr<DraftRunner> draft_;
+  // Each id's bytes in text ("" for special tokens and padded ids), for grammar masks;
+  // built on the first constrained request.
+  std::shared_ptr<const std::vector<std::string>> token_bytes_;
   Tensor logits_;
   LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;

@@ -250,6 +250,8 @@ def test_bad_requests(chat_server):
                                             "prompt_lookup_max": 3}}), "speculative"),
         (json.dumps({**ok, "prediction": {"type": "content", "content": 5}}), "prediction.content"),
         (json.dumps({**ok, "prediction": "text"}), "prediction"),
+        (json.dumps({**ok, "regex": "(a"}), "regex"),
+        (json.dumps({**ok, "guided_regex": "(?=x)y"}), "guided_regex"),
         (b'{"model": "qwen3-test", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "body"),
     ]
     for body, param in cases:
@@ -516,3 +518,21 @@ def test_tool_calls_are_parsed_whole_and_streamed(trained_client):
                   {"role": "tool", "tool_call_id": call.id, "content": "{\"time\": \"14:05\"}"}])
     assert follow.choices[0].finish_reason == "stop"
     assert "14:05" in follow.choices[0].message.content
+
+
+def test_regex_constrains_the_answer(trained_client):
+    import re
+    kw = {"chat_template_kwargs": {"enable_thinking": False}}
+    msgs = [{"role": "user", "content": "What is 482 + 317?"}]
+    for pattern in (r"The answer is [0-9]{3}\.", r"(yes|no)", r"[0-9]+"):
+        r = trained_client.chat.completions.create(
+            model="parley-chat-target", messages=msgs, temperature=0, max_tokens=32,
+            extra_body={**kw, "regex": pattern})
+        assert re.fullmatch(pattern, r.choices[0].message.content), (pattern, r.choices[0].message.content)
+        assert r.choices[0].finish_reason == "stop"
+    # Streamed and sampled, vLLM's field name: the pieces join into a match.
+    chunks = list(trained_client.chat.completions.create(
+        model="parley-chat-target", messages=msgs, temperature=1.0, seed=3, max_tokens=32, stream=True,
+        extra_body={**kw, "guided_regex": r"[0-9]{2,4}!"}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert re.fullmatch(r"[0-9]{2,4}!", text), text

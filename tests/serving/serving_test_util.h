@@ -40,4 +40,24 @@ inline TinyLlama& tiny_llama() {
   return t;
 }
 
+// The committed trained chat model (models/parley-chat-target) and its draft, f32 on the CPU.
+struct TrainedChat {
+  std::string dir = std::string(PARLEY_MODELS_DIR) + "/parley-chat-target";
+  LlmModel model = LlmModel::load(dir);
+  LlmModel draft = LlmModel::load(std::string(PARLEY_MODELS_DIR) + "/parley-chat-draft");
+  Tokenizer tokenizer = Tokenizer::from_file(dir + "/tokenizer.json");
+};
+
+inline TrainedChat& trained_chat() {
+  static TrainedChat t;
+  return t;
+}
+
+// A user turn in Qwen3's chat format with the empty thinking block the model was trained on.
+inline std::vector<int32_t> trained_chat_prompt(const std::string& user) {
+  return trained_chat().tokenizer.encode(
+      "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+      /*add_special_tokens=*/false);
+}
+
 }  // namespace parley::test

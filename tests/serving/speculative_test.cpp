@@ -328,25 +328,10 @@ TEST(Verifier, OneHotDraftsFollowTheTargetDistribution) {
 
 // ---- The engine on the trained model ------------------------------------------------------
 
-struct Trained {
-  std::string dir = std::string(PARLEY_MODELS_DIR) + "/parley-chat-target";
-  LlmModel model = LlmModel::load(dir);
-  // Its draft (3.1 M parameters, the same tokenizer), for SpecMethod::draft.
-  LlmModel draft = LlmModel::load(std::string(PARLEY_MODELS_DIR) + "/parley-chat-draft");
-  Tokenizer tokenizer = Tokenizer::from_file(dir + "/tokenizer.json");
-};
+// The trained target and its draft (3.1 M parameters, the same tokenizer, for SpecMethod::draft).
+test::TrainedChat& trained() { return test::trained_chat(); }
 
-Trained& trained() {
-  static Trained t;
-  return t;
-}
-
-// Qwen3's chat format with the empty thinking block the model was trained on.
-Ids chat_prompt(const std::string& user) {
-  return trained().tokenizer.encode(
-      "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
-      /*add_special_tokens=*/false);
-}
+Ids chat_prompt(const std::string& user) { return test::trained_chat_prompt(user); }
 
 const std::vector<std::string>& prompts() {
   static const std::vector<std::string> p{
