@@ -31,7 +31,6 @@ class RegexConstraint {
   void mask(std::span<float> logits);
   void accept(int32_t token);  // advance (a stop token ends it)
   bool complete();             // the text so far is a full match
-  int32_t state() const { return state_; }
 
  private:
   const std::vector<uint8_t>& allowed(int32_t state);

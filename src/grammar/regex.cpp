@@ -4,6 +4,7 @@
 #include <map>
 
 #include "engine/error.h"
+#include "io/json_lite.h"
 
 namespace parley {
 
@@ -73,24 +74,6 @@ std::vector<std::pair<uint8_t, uint8_t>> ascii_complement(
     c = e + 1;
   }
   return out;
-}
-
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
 }
 
 }  // namespace
@@ -328,7 +311,7 @@ class RegexParser {
           continue;
         }
         lo = e.cp;
-        append_utf8(lo, bytes);
+        io::json::append_utf8(bytes, lo);
       } else {
         lo = utf8_char(bytes);
       }
@@ -395,7 +378,7 @@ class RegexParser {
       Esc e = escape();
       if (!e.is_class) {
         std::string b;
-        append_utf8(e.cp, b);
+        io::json::append_utf8(b, e.cp);
         return bytes_of(b);
       }
       Node s = set_of(e.ranges);

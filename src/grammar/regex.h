@@ -40,7 +40,6 @@ class Regex {
   // No byte leads on (so only the end of the answer is allowed, when accepting).
   bool final(int32_t s);
   bool full_match(std::string_view text);
-  size_t dfa_states() const { return dfa_.size(); }
 
  private:
   struct Edge {

@@ -15,24 +15,6 @@ namespace {
                                                ", got " + std::string(kind_name(got)));
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xc0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += char(0xe0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  } else {
-    out += char(0xf0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3f));
-    out += char(0x80 | ((cp >> 6) & 0x3f));
-    out += char(0x80 | (cp & 0x3f));
-  }
-}
-
 // Recursive descent over `text`; depth counts open arrays/objects so a "[[[[..." bomb
 // fails with an error instead of exhausting the stack.
 class Parser {
@@ -281,6 +263,24 @@ class Parser {
 bool is_integer_text(const std::string& t) { return t.find_first_of(".eE") == std::string::npos; }
 
 }  // namespace
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xc0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += char(0xe0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3f));
+    out += char(0x80 | (cp & 0x3f));
+  } else {
+    out += char(0xf0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3f));
+    out += char(0x80 | ((cp >> 6) & 0x3f));
+    out += char(0x80 | (cp & 0x3f));
+  }
+}
 
 std::string_view kind_name(Value::Kind k) {
   switch (k) {

@@ -66,4 +66,8 @@ Value parse(std::string_view text, const std::string& source, int max_depth = kD
 // passes other UTF-8 through.
 std::string quote(std::string_view s);
 
+// The UTF-8 bytes of code point cp appended to out (the \u escapes' writer; the regex
+// parser's literals).
+void append_utf8(std::string& out, uint32_t cp);
+
 }  // namespace parley::io::json

@@ -127,7 +127,11 @@ void RowSampling::distribution(std::span<const float> logits, std::span<double> 
 
 SampleResult RowSampling::result_for(std::span<const float> logits, int32_t token) {
   if (token < 0 || token >= vocab_size_) fail("[sampling] result_for: token out of range");
-  prepare(logits);  // work_ as sample() leaves it (the processed logprobs mode reads it)
+  // The processed logprobs mode reads work_ as sample() leaves it; raw mode only the logits.
+  if (params_.logprobs && params_.logprobs_mode != LogprobsMode::raw)
+    prepare(logits);
+  else
+    check_logits(logits);
   SampleResult r;
   r.token = token;
   fill_logprobs_of(logits, r);

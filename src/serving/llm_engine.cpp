@@ -463,6 +463,7 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   struct Check {
     Active* a;
     const ScheduledRow* row;
+    int64_t logits_row;  // the first of its drafts + 1 rows
     std::vector<SampleResult> out;
   };
   std::vector<Check> checks;
@@ -473,7 +474,7 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     if (!r.logits) continue;
     Active* a = static_cast<Active*>(r.group->user);
     if (r.drafts > 0) {
-      checks.push_back({a, &r, {}});
+      checks.push_back({a, &r, k, {}});
       k += r.drafts + 1;
       continue;
     }
@@ -500,21 +501,13 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     sample_rows(logits, samplers, samples);
   }
   if (!checks.empty()) {
-    int64_t row = 0;
-    size_t ci = 0;
-    for (const ScheduledRow& r : rows) {
-      if (!r.logits) continue;
-      if (r.drafts == 0) {
-        ++row;
-        continue;
-      }
-      Check& c = checks[ci++];
+    for (Check& c : checks) {
+      const ScheduledRow& r = *c.row;
       const Sequence& s = r.group->seqs[size_t(r.seq)];
       Active::Choice& choice = c.a->choices[size_t(r.seq)];
-      verify.push_back({&*choice.sampler, logits_.data<float>() + row * logits_.dim(1),
+      verify.push_back({&*choice.sampler, logits_.data<float>() + c.logits_row * logits_.dim(1),
                         std::span(s.draft).first(size_t(r.drafts)), &c.out,
                         choice.draft_probs.empty() ? nullptr : choice.draft_probs.data()});
-      row += r.drafts + 1;
     }
     verify_rows(verify);
   }

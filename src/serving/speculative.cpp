@@ -143,7 +143,7 @@ SuffixTrie& SuffixCache::global(const std::string& ns) {
 void SuffixCache::add_output(const std::string& ns, std::span<const int32_t> output) {
   if (output.empty()) return;
   SuffixTrie& trie = global(ns);
-  Space& s = spaces_[ns];
+  Space& s = spaces_.at(ns);
   s.outputs.emplace_back(output.begin(), output.end());
   s.tokens += output.size();
   if (s.tokens <= config_.suffix_global_tokens) {

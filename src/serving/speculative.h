@@ -82,9 +82,6 @@ class SuffixTrie {
   // product of child / parent counts stays >= min_prob, at most k tokens.
   Draft propose(std::span<const int32_t> context, int k, double min_prob) const;
 
-  size_t nodes() const { return nodes_.size(); }
-  int depth() const { return depth_; }
-
  private:
   struct Node {
     uint32_t count = 0;

@@ -576,7 +576,7 @@ TEST(SpeculativeEngine, TheDraftMethodNeedsADraftModelThatSharesTheVocabulary) {
                Error);
 }
 
-TEST(SpeculativeEngine, TheDraftModelsKvIsFreedWithItsRequestsAndReusedAcrossThem) {
+TEST(SpeculativeEngine, TheDraftModelsKvIsFreedWithItsRequestsAndARepeatGivesTheSameAnswer) {
   LlmEngineOptions o = engine_options();
   o.speculative = spec(SpecMethod::draft);
   LlmEngine e(trained().model, trained().tokenizer, o, &trained().draft);
@@ -585,8 +585,7 @@ TEST(SpeculativeEngine, TheDraftModelsKvIsFreedWithItsRequestsAndReusedAcrossThe
   const uint64_t draft_forwards = e.stats().draft_forwards;
   EXPECT_GT(draft_forwards, 10u);
   EXPECT_GT(first.accepted_draft_tokens, 10);
-  // The same prompt again: its draft prefill comes from the draft pool's prefix cache, and
-  // the answer is the same.
+  // The same prompt again, its draft KV from the first run's cached blocks: the same answer.
   const GenerateResult again = e.generate(r);
   expect_same(again, first, "again");
   EXPECT_EQ(e.stats().kv.blocks_used, 0);
