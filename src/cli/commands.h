@@ -21,6 +21,8 @@ void add_bench_batch_subcommand(CLI::App& bench);
 // `synth llm` (synth_llm.cpp) under `synth`, and `llm dump` (llm_dump.cpp).
 void add_synth_llm_subcommand(CLI::App& synth);
 void add_llm_command(CLI::App& app);
+// `grammar gbnf / check / masks` (grammar.cpp).
+void add_grammar_command(CLI::App& app);
 // `bench llm` (bench_llm.cpp), under `bench`.
 void add_bench_llm_subcommand(CLI::App& bench);
 // `bench spec` (bench_spec.cpp), under `bench`.

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   parley::cli::add_bench_command(app);
   parley::cli::add_dictate_command(app);
+  parley::cli::add_grammar_command(app);
   parley::cli::add_inspect_command(app);
   parley::cli::add_serve_command(app);
   parley::cli::add_synth_command(app);

@@ -2,51 +2,305 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "engine/error.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 
 namespace parley {
 
-RegexConstraint::RegexConstraint(std::shared_ptr<Regex> re,
-                                 std::shared_ptr<const std::vector<std::string>> token_bytes,
-                                 std::vector<int32_t> stop_tokens)
-    : re_(std::move(re)),
-      bytes_(std::move(token_bytes)),
-      stops_(std::move(stop_tokens)),
-      state_(re_->start()) {}
+namespace {
 
-const std::vector<uint8_t>& RegexConstraint::allowed(int32_t state) {
-  auto it = masks_.find(state);
-  if (it != masks_.end()) return it->second;
-  std::vector<uint8_t> m(bytes_->size(), 0);
-  for (size_t id = 0; id < bytes_->size(); ++id) {
-    const std::string& b = (*bytes_)[id];
-    if (!b.empty() && re_->step(state, b) != Regex::kDead) m[id] = 1;
+bool is_space(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+// Masks kept per constraint before the cache starts over (each is vocab/8 bytes: 19 KB for a
+// 151k vocabulary).
+constexpr size_t kMaxCachedMasks = 4096;
+
+}  // namespace
+
+std::shared_ptr<ByteAutomaton> compile_grammar(const GrammarSpec& spec) {
+  switch (spec.kind) {
+    case GrammarSpec::Kind::regex: return Regex::compile(spec.text);
+    case GrammarSpec::Kind::gbnf: return Grammar::compile_gbnf(spec.text, "grammar", spec.start);
+    case GrammarSpec::Kind::json_schema:
+      return Grammar::compile_gbnf(json_schema_to_gbnf(spec.text), "json_schema");
+    case GrammarSpec::Kind::json_object:
+      return Grammar::compile_gbnf(json_object_gbnf(), "json_object");
+    case GrammarSpec::Kind::none: break;
   }
-  return masks_.emplace(state, std::move(m)).first->second;
+  throw Error(ErrorKind::invalid_argument, "[grammar] no grammar to compile");
 }
 
-void RegexConstraint::mask(std::span<float> logits) {
+namespace {
+
+// The number of characters of `b` when it is whole UTF-8 characters, none of them '"', '\\',
+// a control character or DEL; else 0.
+size_t text_slice_chars(std::string_view b) {
+  size_t chars = 0;
+  for (size_t i = 0; i < b.size();) {
+    const uint8_t c = uint8_t(b[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) return 0;
+      ++i;
+      ++chars;
+      continue;
+    }
+    const int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (n == 0 || c > 0xF4 || (c & 0xFE) == 0xC0 || i + size_t(n) > b.size()) return 0;
+    uint32_t cp = c & (0x7F >> n);
+    for (int k = 1; k < n; ++k) {
+      const uint8_t x = uint8_t(b[i + size_t(k)]);
+      if ((x & 0xC0) != 0x80) return 0;
+      cp = (cp << 6) | (x & 0x3F);
+    }
+    if (cp < (n == 2   ? 0x80u
+              : n == 3 ? 0x800u
+                       : 0x10000u) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return 0;
+    i += size_t(n);
+    ++chars;
+  }
+  return chars;
+}
+
+}  // namespace
+
+void TokenTrie::Trie::build(const std::vector<std::string>& b, std::vector<int32_t> order) {
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    return b[size_t(x)] != b[size_t(y)] ? b[size_t(x)] < b[size_t(y)] : x < y;
+  });
+  // Sorted, each token's path shares the longest prefix with the previous token's; its id
+  // goes to the deepest node (just made, or shared with an equal previous token).
+  std::string_view prev;
+  for (int32_t id : order) {
+    const std::string& s = b[size_t(id)];
+    size_t common = 0;
+    while (common < prev.size() && common < s.size() && prev[common] == s[common]) ++common;
+    for (size_t d = common; d < s.size(); ++d) {
+      byte.push_back(uint8_t(s[d]));
+      depth.push_back(int32_t(d + 1));
+      first.push_back(int32_t(ids.size()));
+    }
+    ids.push_back(id);
+    max_depth = std::max(max_depth, s.size());
+    prev = s;
+  }
+  first.push_back(int32_t(ids.size()));
+  // The node after k's subtree is the next node not deeper than k.
+  const int32_t n = int32_t(byte.size());
+  skip.assign(size_t(n), n);
+  std::vector<int32_t> open;
+  for (int32_t k = 0; k < n; ++k) {
+    while (!open.empty() && depth[size_t(open.back())] >= depth[size_t(k)]) {
+      skip[size_t(open.back())] = k;
+      open.pop_back();
+    }
+    open.push_back(k);
+  }
+}
+
+void TokenTrie::Trie::walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const {
+  // The state and its transition table per depth along the current path.
+  std::vector<int32_t> at(max_depth + 1, ByteAutomaton::kDead);
+  std::vector<const int32_t*> table(max_depth + 1, nullptr);
+  at[0] = s;
+  table[0] = a.transitions(s);
+  const int32_t n = int32_t(byte.size());
+  for (int32_t k = 0; k < n;) {
+    const size_t d = size_t(depth[size_t(k)]);
+    int32_t t = table[d - 1][byte[size_t(k)]];
+    if (t == ByteAutomaton::kUnknown) t = a.step(at[d - 1], byte[size_t(k)]);
+    if (t == ByteAutomaton::kDead) {
+      k = skip[size_t(k)];
+      continue;
+    }
+    at[d] = t;
+    if (d < max_depth && k + 1 < n && size_t(depth[size_t(k) + 1]) > d)
+      table[d] = a.transitions(t);  // only when a child follows
+    for (int32_t i = first[size_t(k)]; i < first[size_t(k) + 1]; ++i) {
+      const int32_t id = ids[size_t(i)];
+      bits[size_t(id) / 32] |= 1u << (id % 32);
+    }
+    ++k;
+  }
+}
+
+TokenTrie::TokenTrie(std::shared_ptr<const std::vector<std::string>> token_bytes)
+    : bytes_(std::move(token_bytes)) {
+  const std::vector<std::string>& b = *bytes_;
+  std::vector<int32_t> all, rest;
+  for (size_t id = 0; id < b.size(); ++id) {
+    if (b[id].empty()) continue;
+    all.push_back(int32_t(id));
+    const size_t chars = text_slice_chars(b[id]);
+    if (chars == 0) {
+      rest.push_back(int32_t(id));
+      continue;
+    }
+    if (slice_.size() <= chars) slice_.resize(chars + 1);
+    if (slice_[chars].empty()) slice_[chars].assign((b.size() + 31) / 32, 0);
+    slice_[chars][id / 32] |= 1u << (id % 32);
+  }
+  for (auto& m : slice_)
+    if (m.empty()) m.assign((b.size() + 31) / 32, 0);
+  all_.build(b, std::move(all));
+  rest_.build(b, std::move(rest));
+}
+
+int32_t TokenTrie::text_successor(ByteAutomaton& a, int32_t s) {
+  const int32_t to = a.step(s, uint8_t(' '));
+  for (int c = 0x21; c < 0x7F; ++c)
+    if (c != '"' && c != '\\' && a.step(s, uint8_t(c)) != to) return ByteAutomaton::kUnknown;
+  // Every multi-byte character, by the byte ranges of its UTF-8 forms (the states reached
+  // after each byte, deduplicated: a handful).
+  static const std::vector<std::vector<std::pair<uint8_t, uint8_t>>> kForms = {
+      {{0xC2, 0xDF}, {0x80, 0xBF}},
+      {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+      {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+      {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+      {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}};
+  for (const auto& form : kForms) {
+    std::vector<int32_t> frontier{s};
+    for (auto [lo, hi] : form) {
+      std::vector<int32_t> next;
+      for (int32_t x : frontier) {
+        if (x == ByteAutomaton::kDead) {  // a dead prefix: its characters all die
+          next.push_back(x);
+          continue;
+        }
+        for (int c = lo; c <= hi; ++c) next.push_back(a.step(x, uint8_t(c)));
+      }
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+      frontier = std::move(next);
+    }
+    if (frontier.size() != 1 || frontier[0] != to) return ByteAutomaton::kUnknown;
+  }
+  return to;
+}
+
+void TokenTrie::allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const {
+  if (s == ByteAutomaton::kDead) return;
+  // The chain of states after 1, 2, ... text characters, while each step is uniform.
+  std::vector<int32_t> chain{s};
+  bool uniform = true;
+  while (chain.size() < slice_.size()) {
+    const int32_t x = chain.back();
+    const int32_t t = x == ByteAutomaton::kDead ? x : text_successor(a, x);
+    if (t == ByteAutomaton::kUnknown) {
+      uniform = false;
+      break;
+    }
+    chain.push_back(t);
+    if (t == x) break;  // a loop: every longer token stays here
+  }
+  if (!uniform) {
+    all_.walk(a, s, bits);
+    return;
+  }
+  for (size_t n = 1; n < slice_.size(); ++n) {
+    const int32_t at = chain[std::min(n, chain.size() - 1)];
+    if (at == ByteAutomaton::kDead) continue;
+    const std::vector<uint32_t>& m = slice_[n];
+    for (size_t w = 0; w < m.size() && w < bits.size(); ++w) bits[w] |= m[w];
+  }
+  rest_.walk(a, s, bits);
+}
+
+TokenConstraint::TokenConstraint(std::shared_ptr<ByteAutomaton> automaton,
+                                 std::shared_ptr<const TokenTrie> trie,
+                                 std::vector<int32_t> stop_tokens)
+    : a_(std::move(automaton)),
+      trie_(std::move(trie)),
+      stops_(std::move(stop_tokens)),
+      state_(a_->start()) {
+  spacing_.fill(-1);
+  std::sort(stops_.begin(), stops_.end());
+}
+
+const std::vector<uint32_t>& TokenConstraint::allowed() {
+  auto it = masks_.find(state_);
+  if (it != masks_.end()) return it->second;
+  if (masks_.size() >= kMaxCachedMasks) masks_.clear();
+  const size_t vocab = std::max(trie_->vocab(), stops_.empty() ? 0 : size_t(stops_.back()) + 1);
+  std::vector<uint32_t> m((vocab + 31) / 32, 0);
+  trie_->allowed(*a_, state_, m);
+  for (int32_t id : stops_) {
+    m[size_t(id) / 32] &= ~(1u << (id % 32));
+    if (a_->accepting(state_)) m[size_t(id) / 32] |= 1u << (id % 32);
+  }
+  return masks_.emplace(state_, std::move(m)).first->second;
+}
+
+bool TokenConstraint::allows(int32_t token) {
+  const std::vector<uint32_t>& m = allowed();
+  return token >= 0 && size_t(token) / 32 < m.size() && (m[size_t(token) / 32] >> (token % 32)) & 1;
+}
+
+void TokenConstraint::mask(std::span<float> logits) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const std::vector<uint8_t>& m = allowed(state_);
-  const bool done = re_->accepting(state_);
+  const std::vector<uint32_t>& m = allowed();
   bool any = false;
   for (size_t id = 0; id < logits.size(); ++id) {
-    const bool stop = std::binary_search(stops_.begin(), stops_.end(), int32_t(id));
-    const bool ok = stop ? done : id < m.size() && m[id];
+    const bool ok = id / 32 < m.size() && (m[id / 32] >> (id % 32)) & 1;
     if (!ok) logits[id] = kNegInf;
     any = any || ok;
   }
-  check_arg(
-      any, "[grammar] no token can continue the answer under the pattern '" + re_->pattern() + "'");
+  check_arg(any, "[grammar] no token can continue the answer under " + a_->describe() + " after '" +
+                     tail_ + "'");
 }
 
-void RegexConstraint::accept(int32_t token) {
+void TokenConstraint::accept(int32_t token) {
   if (std::binary_search(stops_.begin(), stops_.end(), token)) return;
-  if (token >= 0 && size_t(token) < bytes_->size())
-    state_ = re_->step(state_, (*bytes_)[size_t(token)]);
+  if (token >= 0 && size_t(token) < trie_->vocab()) {
+    state_ = a_->step(state_, trie_->bytes(token));
+    for (char c : trie_->bytes(token)) {
+      if (!tail_.empty()) spacing_[uint8_t(tail_.back())] = is_space(uint8_t(c)) ? 1 : 0;
+      tail_.push_back(c);
+    }
+    if (tail_.size() > 48) tail_.erase(0, tail_.size() - 32);
+  }
 }
 
-bool RegexConstraint::complete() { return re_->accepting(state_); }
+bool TokenConstraint::complete() { return a_->accepting(state_); }
+
+std::string TokenConstraint::forced_bytes(size_t max, bool* final) {
+  std::string out;
+  int32_t s = state_;
+  if (final) *final = false;
+  uint8_t prev = tail_.empty() ? 0 : uint8_t(tail_.back());
+  while (out.size() < max && s != ByteAutomaton::kDead && !a_->accepting(s)) {
+    int other = -1, n_other = 0;
+    bool space = false;
+    for (int b = 0; b < 256 && n_other < 2; ++b) {
+      if (a_->step(s, uint8_t(b)) == ByteAutomaton::kDead) continue;
+      if (is_space(uint8_t(b))) {
+        space = space || b == ' ';
+      } else {
+        other = b;
+        ++n_other;
+      }
+    }
+    if (n_other != 1) break;  // a choice (or only whitespace: how much is the model's)
+    const bool spaced = spacing_[prev] >= 0 ? spacing_[prev] == 1 : prev == ',' || prev == ':';
+    const uint8_t byte = space && spaced && !is_space(prev) ? uint8_t(' ') : uint8_t(other);
+    out.push_back(char(byte));
+    s = a_->step(s, byte);
+    prev = byte;
+  }
+  if (final && s != ByteAutomaton::kDead && a_->accepting(s)) {
+    bool any = false;
+    for (int b = 0; b < 256 && !any; ++b) any = a_->step(s, uint8_t(b)) != ByteAutomaton::kDead;
+    *final = !any;
+  }
+  return out;
+}
 
 }  // namespace parley

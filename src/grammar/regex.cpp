@@ -404,6 +404,7 @@ int32_t Regex::add_nfa_state() {
 std::shared_ptr<Regex> Regex::compile(std::string_view pattern) {
   auto re = std::make_shared<Regex>();
   re->pattern_ = std::string(pattern);
+  re->describe_ = "the pattern '" + re->pattern_ + "'";
   RegexParser parser(pattern, *re);
   const Node root = parser.parse();
   auto [s, e] = parser.build(root);
@@ -454,14 +455,6 @@ int32_t Regex::step(int32_t s, uint8_t b) {
   return to;
 }
 
-int32_t Regex::step(int32_t s, std::string_view bytes) {
-  for (unsigned char b : bytes) {
-    s = step(s, uint8_t(b));
-    if (s < 0) return kDead;
-  }
-  return s;
-}
-
 bool Regex::accepting(int32_t s) { return s >= 0 && dfa_[size_t(s)].accepting; }
 
 bool Regex::final(int32_t s) {
@@ -474,7 +467,5 @@ bool Regex::final(int32_t s) {
   }
   return dfa_[size_t(s)].final;
 }
-
-bool Regex::full_match(std::string_view text) { return accepting(step(start(), text)); }
 
 }  // namespace parley

@@ -21,25 +21,25 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/automaton.h"
+
 namespace parley {
 
-class Regex {
+class Regex : public ByteAutomaton {
  public:
-  static constexpr int32_t kDead = -1;
-
   // Throws Error(invalid_argument) for a syntax error or an unsupported construct, with the
   // 0-based position in the pattern.
   static std::shared_ptr<Regex> compile(std::string_view pattern);
 
   const std::string& pattern() const { return pattern_; }
-  int32_t start() const { return 0; }  // the DFA's start state
-  // The state after byte b from state s (kDead when no match can continue).
-  int32_t step(int32_t s, uint8_t b);
-  int32_t step(int32_t s, std::string_view bytes);  // kDead as soon as one byte dies
-  bool accepting(int32_t s);                        // a match may end here
+  int32_t start() override { return 0; }  // the DFA's start state
+  int32_t step(int32_t s, uint8_t b) override;
+  using ByteAutomaton::step;
+  bool accepting(int32_t s) override;  // a match may end here
+  const int32_t* transitions(int32_t s) override { return dfa_[size_t(s)].next.data(); }
+  const std::string& describe() const override { return describe_; }
   // No byte leads on (so only the end of the answer is allowed, when accepting).
   bool final(int32_t s);
-  bool full_match(std::string_view text);
 
  private:
   struct Edge {
@@ -60,7 +60,7 @@ class Regex {
   int32_t add_nfa_state();
   int32_t intern(std::vector<int32_t> set);  // the DFA state of an NFA state set
 
-  std::string pattern_;
+  std::string pattern_, describe_;
   std::vector<NfaState> nfa_;
   int32_t nfa_start_ = 0, nfa_accept_ = 0;
   std::vector<DfaState> dfa_;

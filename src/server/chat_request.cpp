@@ -4,7 +4,6 @@
 #include <random>
 
 #include "engine/error.h"
-#include "grammar/regex.h"
 #include "server/api_error.h"
 
 namespace parley::server {
@@ -251,6 +250,104 @@ nlohmann::json bytes_json(const std::string& s) {
   return b;
 }
 
+// `from`: the field that set r.grammar, for errors naming it.
+void set_grammar(ChatRequest& r, GrammarSpec::Kind kind, std::string text, const char* param,
+                 std::string& from) {
+  if (r.grammar)
+    fail(
+        "only one of response_format (json_schema, json_object), regex, grammar and "
+        "guided_json may constrain an answer; '" +
+            from + "' already does",
+        param);
+  if (text.empty()) fail(std::string("'") + param + "' must not be empty", param);
+  r.grammar = {kind, std::move(text)};
+  from = param;
+}
+
+void parse_response_format(const ojson& rf, ChatRequest& r, std::string& from) {
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    fail("'response_format' must be an object with a 'type'", "response_format");
+  const std::string type = rf["type"];
+  if (type == "text") return;
+  if (type == "json_object") {
+    set_grammar(r, GrammarSpec::Kind::json_object, "{}", "response_format", from);
+    return;
+  }
+  if (type != "json_schema")
+    fail("response_format type '" + type +
+             "' is not supported; use 'text', 'json_object' or 'json_schema'",
+         "response_format");
+  if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+    fail("response_format json_schema needs a 'json_schema' object", "response_format");
+  const ojson& js = rf["json_schema"];
+  if (js.contains("name") && !js["name"].is_string())
+    fail("response_format json_schema's 'name' must be a string", "response_format");
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+    fail("response_format json_schema needs a 'schema' (a JSON Schema object)", "response_format");
+  set_grammar(r, GrammarSpec::Kind::json_schema, js["schema"].dump(), "response_format", from);
+}
+
+void parse_tool_choice(const ojson& j, ChatRequest& r) {
+  const ojson& tc = j["tool_choice"];
+  if (tc.is_string() && (tc == "auto" || tc == "none" || tc == "required")) {
+    r.tool_choice = tc;
+  } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") &&
+             tc["function"].is_object() && tc["function"].contains("name") &&
+             tc["function"]["name"].is_string()) {
+    r.tool_choice = "function";
+    r.tool_choice_name = tc["function"]["name"];
+  } else {
+    fail(
+        "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}",
+        "tool_choice");
+  }
+  if (r.tool_choice == "none") {
+    r.tools = nullptr;
+    return;
+  }
+  if (r.tool_choice == "auto") return;
+  if (!r.tools.is_array() || r.tools.empty())
+    fail("tool_choice '" + r.tool_choice + "' needs 'tools'", "tool_choice");
+  if (r.tool_choice == "function") {
+    bool found = false;
+    for (const ojson& t : r.tools)
+      found = found || (t.is_object() && t.contains("function") && t["function"].is_object() &&
+                        t["function"].value("name", "") == r.tool_choice_name);
+    if (!found)
+      fail("tool_choice names the function '" + r.tool_choice_name + "', which is not in 'tools'",
+           "tool_choice");
+  }
+}
+
+// The extension fields that constrain an answer, then a check that whatever did compiles
+// (a 400 naming the unsupported construct or keyword, not an error mid-stream).
+void parse_grammar_fields(const ojson& j, ChatRequest& r, std::string& from) {
+  for (const char* key : {"regex", "guided_regex"}) {
+    if (!has(j, key)) continue;
+    if (!j[key].is_string()) fail(std::string("'") + key + "' must be a string", key);
+    set_grammar(r, GrammarSpec::Kind::regex, j[key].get<std::string>(), key, from);
+  }
+  for (const char* key : {"grammar", "guided_grammar"}) {
+    if (!has(j, key)) continue;
+    if (!j[key].is_string()) fail(std::string("'") + key + "' must be a GBNF string", key);
+    set_grammar(r, GrammarSpec::Kind::gbnf, j[key].get<std::string>(), key, from);
+  }
+  if (has(j, "guided_json")) {
+    const ojson& g = j["guided_json"];
+    if (!g.is_object() && !g.is_string())
+      fail("'guided_json' must be a JSON Schema (an object or its text)", "guided_json");
+    set_grammar(r, GrammarSpec::Kind::json_schema, g.is_string() ? g.get<std::string>() : g.dump(),
+                "guided_json", from);
+  }
+  if (!r.grammar) return;
+  try {
+    compile_grammar(r.grammar);
+  } catch (const Error& e) {
+    fail(e.what(), from);
+  }
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_size) {
@@ -259,6 +356,7 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
   if (!j.is_object()) fail("the request body must be a JSON object", "body");
   ChatRequest r;
   r.chat = chat;
+  std::string grammar_from;
   if (!j.contains("model") || !j["model"].is_string()) fail("'model' is required", "model");
   r.model = j["model"];
   for (const char* key :
@@ -270,23 +368,9 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
       if (!j["tools"].is_array()) fail("'tools' must be an array", "tools");
       r.tools = j["tools"];
     }
-    if (has(j, "tool_choice")) {
-      const ojson& tc = j["tool_choice"];
-      if (!(tc.is_string() && (tc == "auto" || tc == "none")))
-        fail(
-            "tool_choice 'required' or a named function needs constrained decoding, which this "
-            "server does not have yet; use 'auto' or 'none'",
-            "tool_choice");
-      if (tc == "none") r.tools = nullptr;
-    }
-    if (has(j, "response_format")) {
-      const ojson& rf = j["response_format"];
-      if (!rf.is_object() || !rf.contains("type") || rf["type"] != "text")
-        fail(
-            "response_format other than 'text' needs constrained decoding, which this server "
-            "does not have yet",
-            "response_format");
-    }
+    if (has(j, "tool_choice")) parse_tool_choice(j, r);
+    if (has(j, "parallel_tool_calls")) r.parallel_tool_calls = boolean(j, "parallel_tool_calls");
+    if (has(j, "response_format")) parse_response_format(j["response_format"], r, grammar_from);
     if (has(j, "chat_template_kwargs")) {
       if (!j["chat_template_kwargs"].is_object())
         fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
@@ -307,17 +391,7 @@ ChatRequest parse_chat_request(std::string_view body, bool chat, int32_t vocab_s
     r.cache_salt = j["cache_salt"].get<std::string>();
   }
   if (has(j, "speculative")) r.speculative = parse_speculative(j["speculative"]);
-  for (const char* key : {"regex", "guided_regex"}) {
-    if (!has(j, key)) continue;
-    if (!j[key].is_string() || j[key].get<std::string>().empty())
-      fail(std::string("'") + key + "' must be a non-empty string", key);
-    r.regex = j[key].get<std::string>();
-    try {
-      Regex::compile(r.regex);
-    } catch (const Error& e) {
-      fail(e.what(), key);
-    }
-  }
+  parse_grammar_fields(j, r, grammar_from);
   if (has(j, "prediction")) {
     const ojson& p = j["prediction"];
     if (!p.is_object() || !p.contains("type") || p["type"] != "content" || !p.contains("content"))

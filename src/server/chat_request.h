@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/constraint.h"
 #include "sampling/sampling_params.h"
 #include "server/tool_calls.h"
 #include "serving/llm_engine.h"
@@ -41,7 +42,15 @@ struct ChatRequest {
   // server's --speculative.
   std::optional<SpeculativeConfig> speculative;
   std::string prediction;  // OpenAI's Predicted Outputs: prediction.content's text
-  std::string regex;       // `regex` (or vLLM's `guided_regex`): the answer must match it
+  // What the answer is constrained to: `response_format` json_schema / json_object, or the
+  // extensions `regex`, `grammar` (GBNF) and vLLM's guided_regex / guided_grammar /
+  // guided_json; at most one of them.
+  GrammarSpec grammar;
+  // tool_choice: "auto", "none", "required", or "function" with tool_choice_name; the
+  // server turns required / a named function into a grammar for the template's call format.
+  std::string tool_choice = "auto";
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;
   // Chat with tools: how the model writes its calls (set by the server from the template;
   // none: no parsing, calls stay text).
   ToolCallFormat tool_format = ToolCallFormat::none;

@@ -329,6 +329,21 @@ class Session : public std::enable_shared_from_this<Session> {
       job->messages = std::move(chat_req_.messages);
       if (chat && !chat_req_.tools.is_null())
         chat_req_.tool_format = tool_call_format(svc.template_source());
+      if (chat_req_.tool_choice == "required" || chat_req_.tool_choice == "function") {
+        if (chat_req_.grammar)
+          throw ApiException(
+              bad_request("[request] tool_choice '" + chat_req_.tool_choice +
+                              "' cannot be combined with response_format or another grammar",
+                          "tool_choice"));
+        try {
+          chat_req_.grammar =
+              tool_call_grammar(chat_req_.tools, chat_req_.tool_format, chat_req_.tool_choice_name,
+                                chat_req_.parallel_tool_calls);
+          compile_grammar(chat_req_.grammar);
+        } catch (const Error& e) {
+          throw ApiException(bad_request(std::string("[request] ") + e.what(), "tools"));
+        }
+      }
       job->tools = std::move(chat_req_.tools);
       job->template_kwargs = std::move(chat_req_.template_kwargs);
       job->add_generation_prompt = chat_req_.add_generation_prompt;
@@ -339,7 +354,7 @@ class Session : public std::enable_shared_from_this<Session> {
       job->cache_salt = chat_req_.cache_salt;
       job->speculative = chat_req_.speculative;
       job->prediction = chat_req_.prediction;
-      job->regex = chat_req_.regex;
+      job->grammar = chat_req_.grammar;
       // Rendered and tokenized here, so a template error or an over-long prompt is a 400
       // before anything streams.
       job->prompt_ids = svc.prompt_ids(*job);

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/error.h"
+#include "grammar/json_schema.h"
+
 namespace parley::server {
 
 namespace {
@@ -124,6 +127,38 @@ ToolCallStream::Out ToolCallStream::flush() {
   if (calls_ == 0) out.content += whitespace_;  // a plain answer keeps its trailing whitespace
   whitespace_.clear();
   return out;
+}
+
+GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallFormat format,
+                              const std::string& name, bool parallel) {
+  check_arg(format == ToolCallFormat::hermes,
+            "[tools] forcing a tool call needs a chat template that writes them (<tool_call>)");
+  // One alternative per function: its name as a constant, then its arguments.
+  nlohmann::ordered_json any = nlohmann::ordered_json::array();
+  for (const auto& t : tools) {
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+    const auto& f = t["function"];
+    const std::string fname = f.value("name", "");
+    if (fname.empty() || (!name.empty() && fname != name)) continue;
+    nlohmann::ordered_json params =
+        f.contains("parameters") ? f["parameters"] : nlohmann::ordered_json{{"type", "object"}};
+    nlohmann::ordered_json call = {
+        {"type", "object"},
+        {"properties", {{"name", {{"const", fname}}}, {"arguments", params}}},
+        {"required", nlohmann::ordered_json::array({"name", "arguments"})},
+        {"additionalProperties", false}};
+    any.push_back(std::move(call));
+  }
+  check_arg(!any.empty(), "[tools] no function to call");
+  const nlohmann::ordered_json schema =
+      any.size() == 1 ? any[0] : nlohmann::ordered_json{{"anyOf", any}};
+  // The schema's rules (start `root`), and the calls around them.
+  std::string gbnf = json_schema_to_gbnf(schema.dump());
+  const std::string call = R"("<tool_call>\n" root "\n</tool_call>")";
+  gbnf += "\nparley-tool-calls ::= " + call;
+  if (parallel) gbnf += " ( \"\\n\" " + call + " )*";
+  gbnf += "\n";
+  return {GrammarSpec::Kind::gbnf, std::move(gbnf), "parley-tool-calls"};
 }
 
 }  // namespace parley::server

@@ -9,14 +9,21 @@
 // stays text. Streaming holds back text that may begin a call until it is decided, and
 // sends each call as one tool_calls delta when its closing tag arrives.
 //
+// Forcing calls (tool_choice required or a named function) constrains the answer to the
+// format's calls with a grammar (tool_call_grammar): each call's object is
+// {"name": <one of the tools>, "arguments": <that tool's parameters schema>}.
+//
 // Other families (Llama 3.1's JSON, Mistral's [TOOL_CALLS] special token) are not parsed
-// yet: their calls arrive as text. Forcing a call (tool_choice required or named) needs the
-// grammar engine.
+// yet: their calls arrive as text.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/constraint.h"
 
 namespace parley::server {
 
@@ -37,6 +44,13 @@ struct ToolCallSplit {
 };
 
 ToolCallSplit split_tool_calls(std::string_view text);
+
+// The grammar of an answer that is only calls in `format` (not none): of the function
+// `name`, or of any of `tools` when name is empty; one call, or one or more when
+// `parallel`. Throws Error(invalid_argument) when a tool's parameters schema does not
+// compile.
+GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallFormat format,
+                              const std::string& name, bool parallel);
 
 // The streaming form: push each text delta; what may still begin a call is held back.
 class ToolCallStream {

@@ -131,7 +131,7 @@ void ChatService::admit(std::shared_ptr<ChatJob> job) {
     req.n = job->n;
     req.cache_salt = job->cache_salt;
     req.speculative = job->speculative;
-    req.regex = job->regex;
+    req.grammar = job->grammar;
     if (!job->prediction.empty())
       req.prediction = tokenizer_->encode(job->prediction, /*add_special_tokens=*/false);
     ChatJob* j = job.get();

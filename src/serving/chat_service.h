@@ -53,7 +53,7 @@ struct ChatJob {
   std::string cache_salt;  // the prefix cache's namespace (GenerateRequest::cache_salt)
   std::optional<SpeculativeConfig> speculative;  // GenerateRequest::speculative
   std::string prediction;                        // predicted output text (tokenized here)
-  std::string regex;                             // GenerateRequest::regex
+  GrammarSpec grammar;                           // GenerateRequest::grammar
   // Streaming: each accepted token's text as it is released (may be empty), on the worker.
   std::function<void(int choice, const std::string& delta, const SampleResult& sample)> on_token;
   // Called once, last: the result and the prompt's token count, or the exception that

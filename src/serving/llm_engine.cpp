@@ -119,7 +119,7 @@ struct LlmEngine::Active {
     std::optional<RowSampling> sampler;
     std::unique_ptr<Proposer> proposer;  // null without speculative decoding
     std::vector<float> draft_probs;      // a draft model's q of the current drafts (sampled)
-    std::unique_ptr<RegexConstraint> constraint;  // the request's regex, one per choice
+    std::unique_ptr<TokenConstraint> constraint;  // the request's grammar, one per choice
     std::optional<StreamDecoder> decoder;
     StopMatcher stops;
     ChoiceOutput out;
@@ -230,14 +230,17 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
             " tokens need " + std::to_string(blocks_each * request.n) +
             " KV blocks; the cache holds " + std::to_string(cache_.n_blocks()));
 
-  std::shared_ptr<Regex> regex;
-  if (!request.regex.empty()) regex = Regex::compile(request.regex);  // throws for a bad one
+  std::shared_ptr<ByteAutomaton> grammar;
+  if (request.grammar) grammar = compile_grammar(request.grammar);  // throws for a bad one
   auto a = std::make_unique<Active>();
   a->spec = request.speculative ? *request.speculative
             : request.prediction.empty() || options_.speculative.enabled()
                 ? options_.speculative
                 : prediction_config(options_.speculative);
-  if (regex) a->spec = SpeculativeConfig{};  // grammar-forced drafts are still to come
+  // Under a grammar the draft model's drafts would need its own masks: prompt lookup and
+  // suffix drafts are verified under the grammar's masks, and the bytes the grammar forces
+  // are drafted first (propose_drafts).
+  if (grammar && a->spec.method == SpecMethod::draft) a->spec = SpeculativeConfig{};
   validate(a->spec);
   check_arg(a->spec.method != SpecMethod::draft || draft_,
             "speculative: the draft method needs a draft model (the server's --draft-model)");
@@ -250,21 +253,15 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
     Active::Choice& c = a->choices.emplace_back();
     c.sampler.emplace(params, vocab, request.prompt, eos_, uint64_t(i));
     c.proposer = make_proposer(a->spec, &suffix_cache_, request.cache_salt, request.prediction);
-    if (regex) {
-      if (!token_bytes_) {
-        auto bytes = std::make_shared<std::vector<std::string>>(size_t(vocab));
-        for (int32_t id = 0; id < vocab; ++id)
-          if (tokenizer_.has_token(id) && !tokenizer_.is_special(id))
-            (*bytes)[size_t(id)] = tokenizer_.token_bytes(id);
-        token_bytes_ = std::move(bytes);
-      }
-      // One compiled pattern per choice: a DFA fills its transitions as it runs, and the
+    if (grammar) {
+      if (!token_trie_) token_trie_ = make_token_trie(tokenizer_, vocab);
+      // One compiled grammar per choice: an automaton fills its states as it runs, and the
       // choices sample on different threads.
       const std::span<const int32_t> stops = c.sampler->stop_tokens();
-      c.constraint = std::make_unique<RegexConstraint>(
-          i == 0 ? regex : Regex::compile(request.regex), token_bytes_,
+      c.constraint = std::make_unique<TokenConstraint>(
+          i == 0 ? grammar : compile_grammar(request.grammar), token_trie_,
           std::vector<int32_t>(stops.begin(), stops.end()));
-      RegexConstraint* rc = c.constraint.get();
+      TokenConstraint* rc = c.constraint.get();
       c.sampler->set_logit_hook(
           [rc](std::span<float> logits, const RowSampling&) { rc->mask(logits); });
     }
@@ -282,6 +279,14 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
   next_id_ += KvRequestId(request.n);  // the forked choices take the ids after it
   scheduler_.add(&g);
   active_.push_back(std::move(a));
+}
+
+std::shared_ptr<const TokenTrie> make_token_trie(const Tokenizer& tokenizer, int32_t vocab) {
+  auto bytes = std::make_shared<std::vector<std::string>>(size_t(vocab));
+  for (int32_t id = 0; id < vocab; ++id)
+    if (tokenizer.has_token(id) && !tokenizer.is_special(id))
+      (*bytes)[size_t(id)] = tokenizer.token_bytes(id);
+  return std::make_shared<const TokenTrie>(std::move(bytes));
 }
 
 GenerateResult LlmEngine::generate(const GenerateRequest& request, const TokenCallback& on_token) {
@@ -376,23 +381,46 @@ void LlmEngine::accept(Active& a, int index, const SampleResult& s) {
   }
 }
 
+bool LlmEngine::propose_forced(TokenConstraint& constraint, int k, std::vector<int32_t>& out) {
+  if (k <= 0 || !options_.forced_drafts) return false;
+  bool final = false;
+  const std::string forced = constraint.forced_bytes(kMaxForcedBytes, &final);
+  if (forced.empty()) return false;
+  std::vector<int32_t> ids = tokenizer_.encode(forced, /*add_special_tokens=*/false);
+  // The last token may merge with what follows the forced bytes (`"` and the value's first
+  // characters): drafted only when nothing can follow.
+  if (!final && !ids.empty()) ids.pop_back();
+  if (ids.size() > size_t(k)) ids.resize(size_t(k));
+  out = std::move(ids);
+  counters_.spec_forced_tokens += uint64_t(out.size());
+  return !out.empty();
+}
+
 void LlmEngine::propose_drafts() {
   std::vector<DraftRunner::Job> jobs;  // the draft model's, run together after the loop
   for (SequenceGroup* g : scheduler_.running()) {
     Active& a = *static_cast<Active*>(g->user);
     for (Sequence& s : g->seqs) s.draft.clear();
-    if (!g->forked() || !a.spec.enabled()) continue;
+    const bool constrained = a.choices[0].constraint != nullptr;
+    if (!g->forked() || (!a.spec.enabled() && !constrained)) continue;
     const bool by_draft = a.spec.method == SpecMethod::draft && draft_;
     for (size_t i = 0; i < g->seqs.size(); ++i) {
       Sequence& s = g->seqs[i];
       Active::Choice& c = a.choices[i];
-      if ((!c.proposer && !by_draft) || s.finished || c.out.finish != ChoiceFinish::none ||
-          !pool_.has_request(s.id) || pool_.num_computed(s.id) + 1 != int64_t(s.tokens.size()))
+      if ((!c.proposer && !by_draft && !constrained) || s.finished ||
+          c.out.finish != ChoiceFinish::none || !pool_.has_request(s.id) ||
+          pool_.num_computed(s.id) + 1 != int64_t(s.tokens.size()))
         continue;
       // k + 1 accepted tokens at most: no draft past max_tokens (and so the context).
       const int64_t left = int64_t(*c.sampler->params().max_tokens) - c.sampler->step();
+      if (constrained &&
+          propose_forced(*c.constraint, int(std::min<int64_t>(kMaxForcedDrafts, left - 1)),
+                         s.draft)) {
+        a.result.forced_draft_tokens += int64_t(s.draft.size());
+        continue;
+      }
       const int k = int(std::min<int64_t>(a.spec.num_tokens, left - 1));
-      if (k <= 0) continue;
+      if (k <= 0 || (!c.proposer && !by_draft)) continue;
       if (by_draft) {
         const SamplingParams& sp = c.sampler->params();
         c.draft_probs.clear();
@@ -507,7 +535,8 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
       Active::Choice& choice = c.a->choices[size_t(r.seq)];
       verify.push_back({&*choice.sampler, logits_.data<float>() + c.logits_row * logits_.dim(1),
                         std::span(s.draft).first(size_t(r.drafts)), &c.out,
-                        choice.draft_probs.empty() ? nullptr : choice.draft_probs.data()});
+                        choice.draft_probs.empty() ? nullptr : choice.draft_probs.data(),
+                        choice.constraint.get()});
     }
     verify_rows(verify);
   }

@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/constraint.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "sampling/sampler.h"
@@ -82,6 +83,9 @@ struct LlmEngineOptions {
   // Speculative decoding for requests that do not choose (`--speculative`,
   // `--num-speculative-tokens`, `--prompt-lookup-min/max`); none by default.
   SpeculativeConfig speculative;
+  // Constrained requests: the bytes a grammar forces are drafted for the verifier (up to 8
+  // tokens a step, whatever `speculative` says); false: they are decoded one by one.
+  bool forced_drafts = true;
 };
 
 struct GenerateRequest {
@@ -94,10 +98,15 @@ struct GenerateRequest {
   std::optional<SpeculativeConfig> speculative;
   // The output the client expects (OpenAI's Predicted Outputs): drafts come from it first.
   std::vector<int32_t> prediction;
-  // A regular expression the whole answer must match (grammar/regex.h), or empty. Such a
-  // request decodes without speculation for now.
-  std::string regex;
+  // What the whole answer must be in the language of (grammar/constraint.h: a regular
+  // expression, GBNF, a JSON Schema, any JSON object), or none. Such a request decodes
+  // without speculation for now.
+  GrammarSpec grammar;
 };
+
+// The vocabulary's token bytes as grammar masks walk them: ids below `vocab` with a token
+// that is not special (special tokens are never allowed by a grammar).
+std::shared_ptr<const TokenTrie> make_token_trie(const Tokenizer& tokenizer, int32_t vocab);
 
 // Why a choice ended: a stop token or stop string, max_tokens or the context, or the
 // caller's cancellation.
@@ -129,6 +138,7 @@ struct GenerateResult {
   // Speculative decoding: draft tokens verified for it, and those the model accepted.
   int64_t draft_tokens = 0;
   int64_t accepted_draft_tokens = 0;
+  int64_t forced_draft_tokens = 0;  // drafts a grammar forced (part of draft_tokens)
   GenerateTimings timings;
 };
 
@@ -155,7 +165,8 @@ struct LlmEngineStats {
   uint64_t spec_rows = 0;
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
-  uint64_t draft_forwards = 0;  // the draft model's (SpecMethod::draft)
+  uint64_t spec_forced_tokens = 0;  // drafts a grammar forced (part of spec_draft_tokens)
+  uint64_t draft_forwards = 0;      // the draft model's (SpecMethod::draft)
   double draft_seconds = 0;
 };
 
@@ -197,6 +208,11 @@ class LlmEngine {
  private:
   struct Active;
   void propose_drafts();  // every decoding sequence's drafts for the next plan
+  // The tokens of the bytes `constraint` forces next (at most k; the last one only when
+  // nothing can follow it) into out; false when none.
+  bool propose_forced(TokenConstraint& constraint, int k, std::vector<int32_t>& out);
+  static constexpr int kMaxForcedDrafts = 8;
+  static constexpr size_t kMaxForcedBytes = 64;
   void run_rows(std::span<const ScheduledRow> rows);
   void accept(Active& a, int choice, const SampleResult& s);
   void finish(Active& a, std::exception_ptr error = nullptr);
@@ -220,7 +236,7 @@ class LlmEngine {
   std::unique_ptr<DraftRunner> draft_;
   // Each id's bytes in text ("" for special tokens and padded ids), for grammar masks;
   // built on the first constrained request.
-  std::shared_ptr<const std::vector<std::string>> token_bytes_;
+  std::shared_ptr<const TokenTrie> token_trie_;  // the vocabulary's bytes, for grammar masks
   Tensor logits_;
   LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/threadpool.h"
+#include "grammar/constraint.h"
 #include "sampling/sampler.h"
 
 namespace parley {
@@ -35,6 +36,10 @@ struct VerifyRow {
   std::span<const int32_t> drafts;           // k >= 0 proposed tokens
   std::vector<SampleResult>* out = nullptr;  // cleared, then 1..k+1 accepted samples
   const float* draft_probs = nullptr;        // [k, vocab]: the drafts' q; null: one-hot drafts
+  // The choice's grammar (its sampler's logit hook masks by it): advanced past each accepted
+  // draft so the next position is masked from there, and put back at the end (the engine
+  // advances it again as it commits the tokens).
+  TokenConstraint* constraint = nullptr;
 };
 
 // The general rule at one position: p (the target's probabilities) and q (the draft's) over

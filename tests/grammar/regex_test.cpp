@@ -1521,9 +1521,9 @@ TEST(Regex, FinalStatesAllowOnlyTheEnd) {
 
 TEST(RegexConstraint, MasksTokensByWhetherTheirBytesKeepTheMatchAlive) {
   // A toy vocabulary: 0 "1", 1 "12", 2 "a", 3 "2a", 4 "" (special), 5 "3", 6 EOS.
-  auto bytes = std::make_shared<const std::vector<std::string>>(
-      std::vector<std::string>{"1", "12", "a", "2a", "", "3", ""});
-  RegexConstraint c(Regex::compile("[0-9]{2}"), bytes, {6});
+  auto trie = std::make_shared<const TokenTrie>(std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"1", "12", "a", "2a", "", "3", ""}));
+  TokenConstraint c(Regex::compile("[0-9]{2}"), trie, {6});
   const auto allowed = [&] {
     std::vector<float> logits(7, 0.0f);
     c.mask(logits);
@@ -1539,7 +1539,7 @@ TEST(RegexConstraint, MasksTokensByWhetherTheirBytesKeepTheMatchAlive) {
   EXPECT_TRUE(c.complete());
   EXPECT_EQ(allowed(), (std::vector<int>{6}));
   // A pattern no token can start: a clear error.
-  RegexConstraint none(Regex::compile("z"), bytes, {6});
+  TokenConstraint none(Regex::compile("z"), trie, {6});
   std::vector<float> logits(7, 0.0f);
   EXPECT_THROW(none.mask(logits), Error);
 }

@@ -243,7 +243,16 @@ def test_bad_requests(chat_server):
         (json.dumps({**ok, "messages": [{"role": "wizard", "content": "x"}]}), "messages[0].role"),
         (json.dumps({**ok, "n": 0}), "n"),
         (json.dumps({**ok, "logit_bias": {"999999999": 5}}), "logit_bias"),
-        (json.dumps({**ok, "response_format": {"type": "json_object"}}), "response_format"),
+        (json.dumps({**ok, "response_format": {"type": "xml"}}), "response_format"),
+        (json.dumps({**ok, "response_format": {"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"type": "object", "patternProperties": {"a": {}}}}}}),
+         "response_format"),
+        (json.dumps({**ok, "response_format": {"type": "json_object"}, "regex": "a"}), "regex"),
+        (json.dumps({**ok, "grammar": "root ::= missing"}), "grammar"),
+        (json.dumps({**ok, "guided_json": {"type": "strnig"}}), "guided_json"),
+        (json.dumps({**ok, "tool_choice": "required"}), "tool_choice"),
+        (json.dumps({**ok, "tool_choice": {"type": "function", "function": {"name": "f"}},
+                     "tools": [{"type": "function", "function": {"name": "g"}}]}), "tool_choice"),
         (json.dumps({**ok, "speculative": "medusa"}), "speculative"),
         (json.dumps({**ok, "speculative": {"method": "ngram", "k": 3}}), "speculative.k"),
         (json.dumps({**ok, "speculative": {"method": "ngram", "prompt_lookup_min": 6,
@@ -536,3 +545,79 @@ def test_regex_constrains_the_answer(trained_client):
         extra_body={**kw, "guided_regex": r"[0-9]{2,4}!"}))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert re.fullmatch(r"[0-9]{2,4}!", text), text
+
+
+def test_response_format_json_schema_and_json_object(trained_client):
+    kw = {"chat_template_kwargs": {"enable_thinking": False}}
+    # The trained model's JSON task (tools/train/data.py ep_json), then a tighter schema it
+    # has to bend to.
+    task = {"type": "object", "properties": {"title": {"type": "string"}, "year": {"type": "integer"},
+                                             "pages": {"type": "integer"}},
+            "required": ["title", "year", "pages"], "additionalProperties": False}
+    msgs = [{"role": "user", "content": "Fill in a JSON object that matches this schema:\n%s\n\n"
+             "A book: the year is 1952; the pages is 310; the title is The Quiet Harbor.\n"
+             "Answer with the JSON only." % json.dumps(task)}]
+    schema = {"type": "object", "additionalProperties": False, "required": ["title", "year"],
+              "properties": {"title": {"type": "string", "maxLength": 12},
+                             "year": {"type": "integer", "minimum": 2000, "maximum": 2030}}}
+    for temperature in (0, 1.0):
+        r = trained_client.chat.completions.create(
+            model="parley-chat-target", messages=msgs, temperature=temperature, seed=5,
+            max_tokens=96, extra_body=kw,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "book", "strict": True, "schema": schema}})
+        doc = json.loads(r.choices[0].message.content)
+        assert list(doc) == ["title", "year"], doc
+        assert isinstance(doc["title"], str) and len(doc["title"]) <= 12
+        assert isinstance(doc["year"], int) and 2000 <= doc["year"] <= 2030
+        assert r.choices[0].finish_reason == "stop"
+    # json_object, streamed: the pieces join into one JSON object (the model's own answer).
+    chunks = list(trained_client.chat.completions.create(
+        model="parley-chat-target", messages=msgs, temperature=0, max_tokens=96, stream=True,
+        extra_body=kw, response_format={"type": "json_object"}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert json.loads(text) == {"title": "The Quiet Harbor", "year": 1952, "pages": 310}, text
+    # A GBNF grammar (the `grammar` extension).
+    r = trained_client.chat.completions.create(
+        model="parley-chat-target", messages=[{"role": "user", "content": "Is seven larger than three?"}],
+        temperature=0, max_tokens=16,
+        extra_body={**kw, "grammar": 'root ::= ("yes" | "no") "."'})
+    assert r.choices[0].message.content in ("yes.", "no."), r.choices[0].message.content
+
+
+def test_tool_choice_required_and_named(trained_client):
+    kw = {"chat_template_kwargs": {"enable_thinking": False}}
+    add = {"type": "function", "function": {
+        "name": "add", "description": "Add two integers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"], "additionalProperties": False}}}
+    # A question the model answers in text under auto: required forces a call.
+    msgs = [{"role": "user", "content": "What is 123 + 456?"}]
+    auto = trained_client.chat.completions.create(
+        model="parley-chat-target", messages=msgs, tools=[GET_TIME, add], temperature=0,
+        max_tokens=64, extra_body=kw)
+    assert auto.choices[0].finish_reason == "stop" and auto.choices[0].message.content == "579"
+    for choice in ("required", {"type": "function", "function": {"name": "add"}}):
+        r = trained_client.chat.completions.create(
+            model="parley-chat-target", messages=msgs, tools=[GET_TIME, add], tool_choice=choice,
+            parallel_tool_calls=False, temperature=0, max_tokens=96, extra_body=kw)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c
+        [call] = c.message.tool_calls
+        args = json.loads(call.function.arguments)
+        if choice == "required":
+            assert call.function.name in ("get_time", "add")
+        else:
+            assert call.function.name == "add"
+        if call.function.name == "add":
+            assert set(args) == {"a", "b"} and all(isinstance(v, int) for v in args.values()), args
+        else:
+            assert isinstance(args.get("city"), str), args
+    # Streamed, a named function: one tool_calls delta.
+    chunks = list(trained_client.chat.completions.create(
+        model="parley-chat-target", messages=[{"role": "user", "content": "What time is it in Paris?"}],
+        tools=[GET_TIME, add], tool_choice={"type": "function", "function": {"name": "get_time"}},
+        temperature=0, max_tokens=64, stream=True, extra_body=kw))
+    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert len(calls) >= 1 and calls[0].function.name == "get_time", calls
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
