@@ -3,7 +3,8 @@
 # virtual environment .venv-llm (mlx-lm needs transformers 5.x, .venv-ref keeps 4.48 for
 # Debian's torch): mlx-lm on mlx-cpu (the forward-pass oracle), tokenizers and
 # transformers 5.x without torch (tokenizer.json and apply_chat_template), jinja2, gguf
-# (writes GGUF fixtures). Every package is pinned (--no-deps: the list is the whole
+# (writes GGUF fixtures), llguidance (the grammar engine's mask oracle). Every package is
+# pinned (--no-deps: the list is the whole
 # closure, as pip resolved it on 2026-12-04). Also unpacks the vocabulary GGUFs with their
 # .inp/.out vectors and the chat templates from the pinned llama-cpp-python sdist into
 # .venv-llm/share/llama.cpp/models, and installs that sdist built for this CPU (the GGUF
@@ -32,6 +33,7 @@ pins=(
   kernels==0.19.1 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0
   typing-inspection==0.4.5 pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1
   diskcache==5.6.3  # llama-cpp-python's (with numpy, typing-extensions, jinja2 above)
+  llguidance==1.9.1  # the grammar masks' oracle (tests/grammar, bench/grammar_masks.py); no deps
 )
 have=$("$venv/bin/python" -m pip freeze 2>/dev/null | tr 'A-Z_' 'a-z-' || true)
 need=()

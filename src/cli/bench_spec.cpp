@@ -7,7 +7,10 @@
 // tokens per second, forwards, drafts verified and accepted, and whether every output is
 // identical to the first method's (`none` first: the plain decode is the oracle; greedy, or
 // sampled with --temperature, each prompt seeded). With
-// --per-task, a line per task with its acceptance.
+// --per-task, a line per task with its acceptance. With --grammar, only the prompts whose
+// line has a JSON Schema (`schema`, or `meta.schema` as eval.jsonl's json task has) run, each
+// constrained to it; the method `forced` is none plus the grammar's forced drafts, and every
+// method but `none` drafts the forced bytes too (`none`: the plain constrained decode).
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -42,6 +45,7 @@ struct BenchSpecOptions {
   uint64_t seed = 1;      // sampled: prompt i uses seed + i
   int threads = 0;
   bool per_task = false;
+  bool grammar = false;
   DeviceFlags device;
   SpeculativeFlags speculative;  // k and the n-gram lengths (its method is unused)
 };
@@ -49,6 +53,7 @@ struct BenchSpecOptions {
 struct Prompt {
   std::string task;
   std::vector<int32_t> ids;
+  std::string schema;  // JSON text, or empty
 };
 
 std::vector<Prompt> read_prompts(const BenchSpecOptions& opt, const Tokenizer& tok) {
@@ -61,7 +66,13 @@ std::vector<Prompt> read_prompts(const BenchSpecOptions& opt, const Tokenizer& t
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     check_arg(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
               "[bench spec] each line of " + opt.prompts + " needs a \"prompt\" string");
-    out.push_back({j.value("task", ""), tok.encode(j["prompt"].get<std::string>(), false)});
+    std::string schema;
+    if (j.contains("schema"))
+      schema = j["schema"].dump();
+    else if (j.contains("meta") && j["meta"].is_object() && j["meta"].contains("schema"))
+      schema = j["meta"]["schema"].dump();
+    if (opt.grammar && schema.empty()) continue;
+    out.push_back({j.value("task", ""), tok.encode(j["prompt"].get<std::string>(), false), schema});
   }
   check_arg(!out.empty(), "[bench spec] " + opt.prompts + " has no prompts");
   return out;
@@ -82,7 +93,8 @@ void run_bench_spec(const BenchSpecOptions& opt) {
       eo.max_running = b;
       eo.kv_rows = b;
       eo.speculative = opt.speculative.config;
-      eo.speculative.method = parse_spec_method(method);
+      eo.speculative.method = method == "forced" ? SpecMethod::none : parse_spec_method(method);
+      eo.forced_drafts = method != "none";
       validate(eo.speculative);
       LlmEngine engine(model, tokenizer, eo, draft.get());
       std::vector<GenerateResult> results(prompts.size());
@@ -98,6 +110,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           r.params.temperature = opt.temperature;
           r.params.seed = opt.seed + next;
           r.params.max_tokens = opt.max_tokens;
+          if (opt.grammar) r.grammar = {GrammarSpec::Kind::json_schema, prompts[next].schema};
           engine.submit(r, {}, [&, i = next](GenerateResult* res, std::exception_ptr e) {
             if (e && !failed) failed = e;
             if (res) results[i] = std::move(*res);
@@ -141,6 +154,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           {"verify_rows", st.spec_rows},
           {"draft_tokens", st.spec_draft_tokens},
           {"accepted_tokens", st.spec_accepted_tokens},
+          {"forced_tokens", st.spec_forced_tokens},
           {"acceptance", drafts > 0 ? double(st.spec_accepted_tokens) / drafts : 0.0},
           {"identical_to_first_method", same},
           {"device", opt.device.device},
@@ -184,6 +198,9 @@ void add_bench_spec_subcommand(CLI::App& bench) {
   cmd->add_option("--seed", opt->seed, "The first prompt's seed when sampling")
       ->capture_default_str();
   cmd->add_flag("--per-task", opt->per_task, "Also a line per task with its acceptance");
+  cmd->add_flag("--grammar", opt->grammar,
+                "Only prompts with a JSON Schema, each constrained to it (method `forced`: "
+                "the grammar's forced drafts alone)");
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   add_device_flags(cmd, opt->device);
   add_speculative_flags(cmd, opt->speculative);
