@@ -22,24 +22,74 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string new_call_id() {
+std::string new_call_id(ToolCallFormat format) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static const char* kHex = "0123456789abcdef";
+  static const char* kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  if (format == ToolCallFormat::mistral) {  // the template's follow-up turn demands 9
+    std::string id;
+    for (int i = 0; i < 9; ++i) id += kAlnum[rng() % 62];
+    return id;
+  }
   std::string id = "call_";
   for (int i = 0; i < 24; ++i) id += kHex[rng() % 16];
   return id;
 }
 
-// A call's body: {"name": string, "arguments": object (or a string holding one)}.
-bool parse_call(std::string_view body, ToolCall& call) {
-  const nlohmann::json j = nlohmann::json::parse(trim(body), nullptr, false);
+// A call: {"name": string, "arguments" (llama3_json: "parameters"): object (or a string
+// holding one)}.
+bool parse_call_json(const nlohmann::json& j, ToolCall& call, ToolCallFormat format) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   call.name = j["name"].get<std::string>();
-  nlohmann::json args = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
+  const char* key = format == ToolCallFormat::llama3_json && j.contains("parameters") ? "parameters"
+                                                                                      : "arguments";
+  nlohmann::json args = j.contains(key) ? j[key] : nlohmann::json::object();
   if (args.is_string()) args = nlohmann::json::parse(args.get<std::string>(), nullptr, false);
   if (!args.is_object()) return false;
   call.arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  call.id = new_call_id();
+  call.id = new_call_id(format);
+  return true;
+}
+
+bool parse_call(std::string_view body, ToolCall& call) {
+  return parse_call_json(nlohmann::json::parse(trim(body), nullptr, false), call,
+                         ToolCallFormat::hermes);
+}
+
+// A whole answer in the llama3_json or mistral format as calls; false when it is not.
+bool parse_whole(std::string_view text, ToolCallFormat format, std::vector<ToolCall>& calls) {
+  text = trim(text);
+  std::vector<nlohmann::json> items;
+  if (format == ToolCallFormat::mistral) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_array() || j.empty()) return false;
+    items.assign(j.begin(), j.end());
+  } else {
+    // One object, or several separated by ';'.
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_discarded()) {
+      items.push_back(std::move(j));
+    } else {
+      size_t start = 0;
+      while (start <= text.size()) {
+        const size_t semi = text.find(';', start);
+        const std::string_view part =
+            trim(text.substr(start, semi == std::string_view::npos ? text.npos : semi - start));
+        nlohmann::json p = nlohmann::json::parse(part, nullptr, false);
+        if (p.is_discarded()) return false;
+        items.push_back(std::move(p));
+        if (semi == std::string_view::npos) break;
+        start = semi + 1;
+      }
+    }
+  }
+  std::vector<ToolCall> out;
+  for (const nlohmann::json& item : items) {
+    ToolCall call;
+    if (!parse_call_json(item, call, format)) return false;
+    out.push_back(std::move(call));
+  }
+  calls.insert(calls.end(), out.begin(), out.end());
   return true;
 }
 
@@ -53,12 +103,19 @@ size_t partial_tag(std::string_view s, std::string_view tag) {
 }  // namespace
 
 ToolCallFormat tool_call_format(std::string_view chat_template) {
-  return chat_template.find(kOpen) != std::string_view::npos ? ToolCallFormat::hermes
-                                                             : ToolCallFormat::none;
+  const auto has = [&](std::string_view s) {
+    return chat_template.find(s) != std::string_view::npos;
+  };
+  if (has(kOpen)) return ToolCallFormat::hermes;
+  if (has("[TOOL_CALLS][")) return ToolCallFormat::mistral;  // not [TOOL_CALLS]name[ARGS]
+  if (has("Respond in the format {\"name\": function name") ||
+      has("{\"name\": \"' + tool_call.name"))
+    return ToolCallFormat::llama3_json;
+  return ToolCallFormat::none;
 }
 
-ToolCallSplit split_tool_calls(std::string_view text) {
-  ToolCallStream s;
+ToolCallSplit split_tool_calls(std::string_view text, ToolCallFormat format) {
+  ToolCallStream s(format);
   ToolCallStream::Out a = s.push(text);
   ToolCallStream::Out b = s.flush();
   ToolCallSplit out;
@@ -87,7 +144,28 @@ void ToolCallStream::emit_text(std::string_view text, Out& out) {
   }
 }
 
+ToolCallStream::Out ToolCallStream::push_whole(std::string_view delta) {
+  Out out;
+  if (whole_ == Whole::text) {
+    emit_text(delta, out);
+    return out;
+  }
+  held_.append(delta);
+  if (whole_ == Whole::undecided) {
+    const size_t j = held_.find_first_not_of(" \n\t\r");
+    if (j == std::string::npos) return out;  // only whitespace so far
+    whole_ =
+        held_[j] == (format_ == ToolCallFormat::mistral ? '[' : '{') ? Whole::calls : Whole::text;
+    if (whole_ == Whole::text) {
+      emit_text(held_, out);
+      held_.clear();
+    }
+  }
+  return out;  // calls: held to the end
+}
+
 ToolCallStream::Out ToolCallStream::push(std::string_view delta) {
+  if (format_ != ToolCallFormat::hermes) return push_whole(delta);
   Out out;
   held_.append(delta);
   for (;;) {
@@ -120,6 +198,18 @@ ToolCallStream::Out ToolCallStream::push(std::string_view delta) {
 
 ToolCallStream::Out ToolCallStream::flush() {
   Out out;
+  if (format_ != ToolCallFormat::hermes) {
+    if (whole_ == Whole::calls && parse_whole(held_, format_, out.calls)) {
+      calls_ += int(out.calls.size());
+    } else {
+      emit_text(held_, out);
+      out.content += whitespace_;
+    }
+    held_.clear();
+    whitespace_.clear();
+    whole_ = Whole::undecided;
+    return out;
+  }
   std::string rest = in_call_ ? std::string(kOpen) + held_ : held_;
   held_.clear();
   in_call_ = false;
@@ -131,9 +221,11 @@ ToolCallStream::Out ToolCallStream::flush() {
 
 GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallFormat format,
                               const std::string& name, bool parallel) {
-  check_arg(format == ToolCallFormat::hermes,
-            "[tools] forcing a tool call needs a chat template that writes them (<tool_call>)");
+  check_arg(format != ToolCallFormat::none,
+            "[tools] forcing a tool call needs a chat template that writes them (hermes "
+            "<tool_call>, Llama 3.1 JSON or Mistral [TOOL_CALLS])");
   // One alternative per function: its name as a constant, then its arguments.
+  const char* args_key = format == ToolCallFormat::llama3_json ? "parameters" : "arguments";
   nlohmann::ordered_json any = nlohmann::ordered_json::array();
   for (const auto& t : tools) {
     if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
@@ -144,8 +236,8 @@ GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallForma
         f.contains("parameters") ? f["parameters"] : nlohmann::ordered_json{{"type", "object"}};
     nlohmann::ordered_json call = {
         {"type", "object"},
-        {"properties", {{"name", {{"const", fname}}}, {"arguments", params}}},
-        {"required", nlohmann::ordered_json::array({"name", "arguments"})},
+        {"properties", {{"name", {{"const", fname}}}, {args_key, params}}},
+        {"required", nlohmann::ordered_json::array({"name", args_key})},
         {"additionalProperties", false}};
     any.push_back(std::move(call));
   }
@@ -154,9 +246,18 @@ GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallForma
       any.size() == 1 ? any[0] : nlohmann::ordered_json{{"anyOf", any}};
   // The schema's rules (start `root`), and the calls around them.
   std::string gbnf = json_schema_to_gbnf(schema.dump());
-  const std::string call = R"("<tool_call>\n" root "\n</tool_call>")";
-  gbnf += "\nparley-tool-calls ::= " + call;
-  if (parallel) gbnf += " ( \"\\n\" " + call + " )*";
+  if (format == ToolCallFormat::hermes) {
+    const std::string call = R"("<tool_call>\n" root "\n</tool_call>")";
+    gbnf += "\nparley-tool-calls ::= " + call;
+    if (parallel) gbnf += " ( \"\\n\" " + call + " )*";
+  } else if (format == ToolCallFormat::mistral) {  // the array [TOOL_CALLS] introduces
+    gbnf += "\nparley-tool-calls ::= \"[\" root";
+    if (parallel) gbnf += " ( \", \" root )*";
+    gbnf += " \"]\"";
+  } else {  // llama3_json: the template shows one call a turn
+    gbnf += "\nparley-tool-calls ::= root";
+    if (parallel) gbnf += " ( \"; \" root )*";
+  }
   gbnf += "\n";
   return {GrammarSpec::Kind::gbnf, std::move(gbnf), "parley-tool-calls"};
 }
