@@ -1,8 +1,11 @@
 #include "grammar/constraint.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <tuple>
 
 #include "engine/error.h"
 #include "grammar/grammar.h"
@@ -18,6 +21,13 @@ bool is_space(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r
 // Masks kept per constraint before the cache starts over (each is vocab/8 bytes: 19 KB for a
 // 151k vocabulary).
 constexpr size_t kMaxCachedMasks = 4096;
+// The longest text-slice token in characters: longer ones (690 of Qwen3's, runs of '=' and
+// the like) are walked, so the chain of states a mask follows stays short.
+constexpr size_t kMaxSliceChars = 16;
+// Characters that may lead elsewhere than the others before a mask walks the whole trie.
+constexpr int kMaxExceptions = 40;
+// Token ids a TokenTrie::Memo holds before it starts over (16 MB).
+constexpr size_t kMaxMemoIds = size_t(4) << 20;
 
 }  // namespace
 
@@ -103,14 +113,17 @@ void TokenTrie::Trie::build(const std::vector<std::string>& b, std::vector<int32
   }
 }
 
-void TokenTrie::Trie::walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const {
+template <class Emit>
+void TokenTrie::Trie::walk_range(ByteAutomaton& a, int32_t begin, int32_t end, int32_t s,
+                                 Emit emit) const {
+  if (begin >= end) return;
   // The state and its transition table per depth along the current path.
+  const size_t d0 = size_t(depth[size_t(begin)]);
   std::vector<int32_t> at(max_depth + 1, ByteAutomaton::kDead);
   std::vector<const int32_t*> table(max_depth + 1, nullptr);
-  at[0] = s;
-  table[0] = a.transitions(s);
-  const int32_t n = int32_t(byte.size());
-  for (int32_t k = 0; k < n;) {
+  at[d0 - 1] = s;
+  table[d0 - 1] = a.transitions(s);
+  for (int32_t k = begin; k < end;) {
     const size_t d = size_t(depth[size_t(k)]);
     int32_t t = table[d - 1][byte[size_t(k)]];
     if (t == ByteAutomaton::kUnknown) t = a.step(at[d - 1], byte[size_t(k)]);
@@ -119,14 +132,52 @@ void TokenTrie::Trie::walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits
       continue;
     }
     at[d] = t;
-    if (d < max_depth && k + 1 < n && size_t(depth[size_t(k) + 1]) > d)
+    if (d < max_depth && k + 1 < end && size_t(depth[size_t(k) + 1]) > d)
       table[d] = a.transitions(t);  // only when a child follows
-    for (int32_t i = first[size_t(k)]; i < first[size_t(k) + 1]; ++i) {
-      const int32_t id = ids[size_t(i)];
-      bits[size_t(id) / 32] |= 1u << (id % 32);
-    }
+    for (int32_t i = first[size_t(k)]; i < first[size_t(k) + 1]; ++i) emit(ids[size_t(i)]);
     ++k;
   }
+}
+
+void TokenTrie::Trie::walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits,
+                           Memo* memo) const {
+  const auto set = [&](int32_t id) { bits[size_t(id) / 32] |= 1u << (id % 32); };
+  const int32_t n = int32_t(byte.size());
+  if (!memo) {
+    walk_range(a, 0, n, s, set);
+    return;
+  }
+  if (memo->ids > kMaxMemoIds) {
+    memo->subtrees.clear();
+    memo->ids = 0;
+  }
+  const int32_t* table = a.transitions(s);
+  for (int32_t k = 0; k < n; k = skip[size_t(k)]) {  // the first-byte nodes
+    int32_t t = table[byte[size_t(k)]];
+    if (t == ByteAutomaton::kUnknown) {
+      t = a.step(s, byte[size_t(k)]);
+      table = a.transitions(s);
+    }
+    if (t == ByteAutomaton::kDead) continue;
+    const uint64_t key = (uint64_t(uint32_t(k)) << 32) | uint32_t(t);
+    auto it = memo->subtrees.find(key);
+    if (it == memo->subtrees.end()) {
+      std::vector<int32_t> found(ids.begin() + first[size_t(k)],
+                                 ids.begin() + first[size_t(k) + 1]);
+      walk_range(a, k + 1, skip[size_t(k)], t, [&](int32_t id) { found.push_back(id); });
+      memo->ids += found.size();
+      it = memo->subtrees.emplace(key, std::move(found)).first;
+    }
+    for (int32_t id : it->second) set(id);
+  }
+}
+
+void TokenTrie::Trie::walk_first(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits,
+                                 const std::array<bool, 256>& first, bool want) const {
+  const auto set = [&](int32_t id) { bits[size_t(id) / 32] |= 1u << (id % 32); };
+  const int32_t n = int32_t(byte.size());
+  for (int32_t k = 0; k < n; k = skip[size_t(k)])  // the first-byte nodes
+    if (first[byte[size_t(k)]] == want) walk_range(a, k, skip[size_t(k)], s, set);
 }
 
 TokenTrie::TokenTrie(std::shared_ptr<const std::vector<std::string>> token_bytes)
@@ -137,24 +188,43 @@ TokenTrie::TokenTrie(std::shared_ptr<const std::vector<std::string>> token_bytes
     if (b[id].empty()) continue;
     all.push_back(int32_t(id));
     const size_t chars = text_slice_chars(b[id]);
-    if (chars == 0) {
+    if (chars == 0 || chars > kMaxSliceChars) {
       rest.push_back(int32_t(id));
       continue;
     }
     if (slice_.size() <= chars) slice_.resize(chars + 1);
+    std::vector<uint32_t>& f = slice_first_[uint8_t(b[id][0])];
+    if (f.empty()) f.assign((b.size() + 31) / 32, 0);
+    f[id / 32] |= 1u << (id % 32);
     if (slice_[chars].empty()) slice_[chars].assign((b.size() + 31) / 32, 0);
     slice_[chars][id / 32] |= 1u << (id % 32);
   }
+  // slice_[n]: the tokens of 1..n characters (lengths alive from a state are a prefix).
   for (auto& m : slice_)
     if (m.empty()) m.assign((b.size() + 31) / 32, 0);
+  for (auto& f : slice_first_)
+    if (f.empty()) f.assign((b.size() + 31) / 32, 0);
+  for (size_t n = 2; n < slice_.size(); ++n)
+    for (size_t w = 0; w < slice_[n].size(); ++w) slice_[n][w] |= slice_[n - 1][w];
   all_.build(b, std::move(all));
   rest_.build(b, std::move(rest));
 }
 
-int32_t TokenTrie::text_successor(ByteAutomaton& a, int32_t s) {
+int32_t TokenTrie::text_successor(ByteAutomaton& a, int32_t s, Memo* memo) {
+  if (memo) {
+    auto it = memo->successors.find(s);
+    if (it != memo->successors.end()) return it->second;
+    const int32_t t = text_successor(a, s, nullptr);
+    memo->successors.emplace(s, t);
+    return t;
+  }
   const int32_t to = a.step(s, uint8_t(' '));
   for (int c = 0x21; c < 0x7F; ++c)
     if (c != '"' && c != '\\' && a.step(s, uint8_t(c)) != to) return ByteAutomaton::kUnknown;
+  return multibyte_to(a, s, to) ? to : ByteAutomaton::kUnknown;
+}
+
+bool TokenTrie::multibyte_to(ByteAutomaton& a, int32_t s, int32_t to) {
   // Every multi-byte character, by the byte ranges of its UTF-8 forms (the states reached
   // after each byte, deduplicated: a handful).
   static const std::vector<std::vector<std::pair<uint8_t, uint8_t>>> kForms = {
@@ -181,37 +251,64 @@ int32_t TokenTrie::text_successor(ByteAutomaton& a, int32_t s) {
       next.erase(std::unique(next.begin(), next.end()), next.end());
       frontier = std::move(next);
     }
-    if (frontier.size() != 1 || frontier[0] != to) return ByteAutomaton::kUnknown;
+    if (frontier.size() != 1 || frontier[0] != to) return false;
   }
-  return to;
+  return true;
 }
 
-void TokenTrie::allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const {
+void TokenTrie::allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, Memo* memo) const {
   if (s == ByteAutomaton::kDead) return;
-  // The chain of states after 1, 2, ... text characters, while each step is uniform.
-  std::vector<int32_t> chain{s};
-  bool uniform = true;
-  while (chain.size() < slice_.size()) {
-    const int32_t x = chain.back();
-    const int32_t t = x == ByteAutomaton::kDead ? x : text_successor(a, x);
-    if (t == ByteAutomaton::kUnknown) {
-      uniform = false;
-      break;
+  // The state most printable ASCII characters lead to, and the exceptions.
+  std::array<int32_t, 128> next{};
+  std::map<int32_t, int> votes;
+  for (int c = 0x20; c < 0x7F; ++c) {
+    if (c == '"' || c == '\\') continue;
+    next[size_t(c)] = a.step(s, uint8_t(c));
+    ++votes[next[size_t(c)]];
+  }
+  int32_t to = ByteAutomaton::kDead;
+  int most = 0;
+  for (auto [t, n] : votes)
+    if (n > most) std::tie(to, most) = std::tie(t, n);
+  std::array<bool, 256> exception{};
+  int n_exceptions = 0;
+  for (int c = 0x20; c < 0x7F; ++c)
+    if (c != '"' && c != '\\' && next[size_t(c)] != to) {
+      exception[size_t(c)] = true;
+      ++n_exceptions;
     }
+  // The chain of states after 1, 2, ... more text characters from there, while each step is
+  // uniform: a slice token of n characters (its first not an exception) is allowed when the
+  // chain's (n - 1)-th state is alive.
+  bool usable =
+      to != ByteAutomaton::kDead && n_exceptions <= kMaxExceptions && multibyte_to(a, s, to);
+  std::vector<int32_t> chain{to};
+  while (usable && chain.size() + 1 < slice_.size()) {
+    const int32_t x = chain.back();
+    const int32_t t = x == ByteAutomaton::kDead ? x : text_successor(a, x, memo);
+    if (t == ByteAutomaton::kUnknown) usable = false;
     chain.push_back(t);
     if (t == x) break;  // a loop: every longer token stays here
   }
-  if (!uniform) {
-    all_.walk(a, s, bits);
+  if (!usable) {
+    all_.walk(a, s, bits, memo);
     return;
   }
-  for (size_t n = 1; n < slice_.size(); ++n) {
-    const int32_t at = chain[std::min(n, chain.size() - 1)];
-    if (at == ByteAutomaton::kDead) continue;
-    const std::vector<uint32_t>& m = slice_[n];
-    for (size_t w = 0; w < m.size() && w < bits.size(); ++w) bits[w] |= m[w];
-  }
-  rest_.walk(a, s, bits);
+  // Lengths alive are a prefix (a dead state stays dead): the slice up to the longest, less
+  // the tokens that start with an exception.
+  size_t alive = 1;
+  while (alive + 1 < slice_.size() &&
+         chain[std::min(alive, chain.size() - 1)] != ByteAutomaton::kDead)
+    ++alive;
+  const std::vector<uint32_t>& m = slice_[std::min(alive, slice_.size() - 1)];
+  std::vector<uint32_t> take(m.begin(), m.end());
+  for (int c = 0x20; c < 0x7F; ++c)
+    if (exception[size_t(c)])
+      for (size_t w = 0; w < take.size(); ++w) take[w] &= ~slice_first_[size_t(c)][w];
+  for (size_t w = 0; w < take.size() && w < bits.size(); ++w) bits[w] |= take[w];
+  // Walked: every token that starts with an exception, and the rest of the others.
+  all_.walk_first(a, s, bits, exception, true);
+  rest_.walk_first(a, s, bits, exception, false);
 }
 
 TokenConstraint::TokenConstraint(std::shared_ptr<ByteAutomaton> automaton,
@@ -231,7 +328,7 @@ const std::vector<uint32_t>& TokenConstraint::allowed() {
   if (masks_.size() >= kMaxCachedMasks) masks_.clear();
   const size_t vocab = std::max(trie_->vocab(), stops_.empty() ? 0 : size_t(stops_.back()) + 1);
   std::vector<uint32_t> m((vocab + 31) / 32, 0);
-  trie_->allowed(*a_, state_, m);
+  trie_->allowed(*a_, state_, m, &memo_);
   for (int32_t id : stops_) {
     m[size_t(id) / 32] &= ~(1u << (id % 32));
     if (a_->accepting(state_)) m[size_t(id) / 32] |= 1u << (id % 32);

@@ -38,13 +38,15 @@ struct GrammarSpec {
 std::shared_ptr<ByteAutomaton> compile_grammar(const GrammarSpec& spec);
 
 // The vocabulary's token bytes as a trie, in preorder, walked through an automaton's cached
-// transitions. The "text slice" is precomputed, by length: the tokens that are whole UTF-8
-// characters other than '"', '\\', U+0000-U+001F and U+007F (ordinary text, 96% of Qwen3's
-// vocabulary), as one bitset per number of characters. When every such character leads
-// from the state to one same state, and so on along that chain (inside a JSON string, with
-// or without a length bound; a free-text loop), a slice token of n characters is allowed
-// exactly when the chain's n-th state is alive: those bits are ORed in without a walk, and
-// only the other tokens are walked.
+// transitions. The "text slice" is precomputed: the tokens that are whole UTF-8 characters
+// other than '"', '\\', U+0000-U+001F and U+007F, at most 16 of them (ordinary text, 95% of
+// Qwen3's vocabulary), as bitsets by number of characters and by first byte. From a state
+// where the text characters lead to one same state T but for a few exceptions, and each
+// step on from T is uniform (inside a JSON string, bounded or not; a key being written beside
+// declared ones; free text), a slice token of n characters whose first is not an exception
+// is allowed exactly when the state n - 1 steps after T is alive: those bits are ORed in
+// without a walk, and only the tokens that start with an exception and those outside the
+// slice are walked. Other states walk the whole trie (with a Memo of subtrees).
 class TokenTrie {
  public:
   // token_bytes[id]: the bytes token id adds to the text (empty: never allowed, e.g. special
@@ -52,12 +54,23 @@ class TokenTrie {
   explicit TokenTrie(std::shared_ptr<const std::vector<std::string>> token_bytes);
   size_t vocab() const { return bytes_->size(); }
   const std::string& bytes(int32_t id) const { return (*bytes_)[size_t(id)]; }
+  // What one automaton's walks learn for the next ones: the allowed tokens of each
+  // first-byte subtree by the state its first byte leads to (states converge after one
+  // byte: an additional key being written, a pattern string), so a walk from a new state
+  // reuses every subtree whose first byte leads where an earlier walk's did.
+  struct Memo {
+    std::unordered_map<uint64_t, std::vector<int32_t>> subtrees;
+    size_t ids = 0;  // ids held (the memo starts over past kMaxMemoIds)
+    std::unordered_map<int32_t, int32_t> successors;  // text_successor by state
+  };
   // Sets bit id of `bits` (vocab() bits in 32-bit words, cleared by the caller) for every
-  // token whose bytes keep `a` alive from state s.
-  void allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const;
+  // token whose bytes keep `a` alive from state s. memo: a's (null: none).
+  void allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, Memo* memo = nullptr) const;
   // The state every character of the text slice leads to from s (kDead when all die), or
   // kUnknown when they do not all lead to one state.
-  static int32_t text_successor(ByteAutomaton& a, int32_t s);
+  static int32_t text_successor(ByteAutomaton& a, int32_t s, Memo* memo = nullptr);
+  // Whether every multi-byte character leads from s to `to`.
+  static bool multibyte_to(ByteAutomaton& a, int32_t s, int32_t to);
 
  private:
   struct Trie {
@@ -67,11 +80,20 @@ class TokenTrie {
     std::vector<int32_t> depth, skip, first, ids;
     size_t max_depth = 0;
     void build(const std::vector<std::string>& bytes, std::vector<int32_t> order);
-    void walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits) const;
+    void walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, Memo* memo) const;
+    // emit(id) for the tokens of the sibling subtrees [begin, end) (at one depth) that keep
+    // `a` alive from state s, the state before their first byte.
+    template <class Emit>
+    void walk_range(ByteAutomaton& a, int32_t begin, int32_t end, int32_t s, Emit emit) const;
+    // walk's tokens whose first byte b has first[b] == want.
+    void walk_first(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits,
+                    const std::array<bool, 256>& first, bool want) const;
   };
   std::shared_ptr<const std::vector<std::string>> bytes_;
-  Trie all_, rest_;                           // every token; the tokens outside the text slice
-  std::vector<std::vector<uint32_t>> slice_;  // the text slice's bits by characters (0 unused)
+  Trie all_, rest_;  // every token; the tokens outside the text slice
+  // The text slice's bits: slice_[n] holds its tokens of 1..n characters (0 unused).
+  std::vector<std::vector<uint32_t>> slice_;
+  std::array<std::vector<uint32_t>, 256> slice_first_;  // the text slice by first byte
 };
 
 class TokenConstraint {
@@ -108,6 +130,7 @@ class TokenConstraint {
   // spacing_[b]: whether the answer put whitespace after byte b the last time (-1: not yet).
   std::array<int8_t, 256> spacing_;
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;  // per automaton state
+  TokenTrie::Memo memo_;
 };
 
 }  // namespace parley

@@ -544,18 +544,52 @@ struct Grammar::Impl {
     return intern(std::move(ready), accept);
   }
 
+  // All 256 transitions of state s at once: bytes that the same ready nodes accept lead to
+  // the same state, so each group of such bytes costs one merge (inside a string: the text
+  // characters, the quote, the backslash, each lead byte's form), not one per byte.
   int32_t step(int32_t s, uint8_t b) {
-    int32_t& cached = states[size_t(s)].next[b];
-    if (cached != kUnknown) return cached;
-    std::vector<int32_t> starts;
-    for (int32_t n : states[size_t(s)].ready) {
-      const Node nd = nodes[size_t(n)];
-      if (classes[size_t(elems[size_t(nd.pos)].arg)].test(b))
-        starts.push_back(node(nd.pos + 1, nd.parent));
+    if (states[size_t(s)].next[b] != kUnknown) return states[size_t(s)].next[b];
+    const std::vector<int32_t> ready = states[size_t(s)].ready;
+    // Each byte's signature: which ready nodes accept it (bits of 64-node words).
+    const size_t words = (ready.size() + 63) / 64;
+    std::vector<uint64_t> sig(256 * words, 0);
+    for (size_t i = 0; i < ready.size(); ++i) {
+      const ByteClass& cls = classes[size_t(elems[size_t(nodes[size_t(ready[i])].pos)].arg)];
+      for (size_t c = 0; c < 256; ++c)
+        if (cls.test(c)) sig[c * words + i / 64] |= uint64_t(1) << (i % 64);
     }
-    const int32_t t = merge(starts);
-    states[size_t(s)].next[b] = t;  // `cached` may dangle: states grew
-    return t;
+    // Bytes with equal signatures share one merge.
+    std::vector<int> group_of(256, -1);
+    std::vector<size_t> leaders;  // a byte per group
+    for (size_t c = 0; c < 256; ++c) {
+      const uint64_t* sc = &sig[c * words];
+      if (std::all_of(sc, sc + words, [](uint64_t w) { return w == 0; })) {
+        states[size_t(s)].next[c] = ByteAutomaton::kDead;
+        continue;
+      }
+      for (size_t g = 0; g < leaders.size(); ++g)
+        if (std::equal(sc, sc + words, &sig[leaders[g] * words])) {
+          group_of[c] = int(g);
+          break;
+        }
+      if (group_of[c] < 0) {
+        group_of[c] = int(leaders.size());
+        leaders.push_back(c);
+      }
+    }
+    std::vector<int32_t> to(leaders.size());
+    for (size_t g = 0; g < leaders.size(); ++g) {
+      std::vector<int32_t> starts;
+      for (size_t i = 0; i < ready.size(); ++i) {
+        if (!((sig[leaders[g] * words + i / 64] >> (i % 64)) & 1)) continue;
+        const Node nd = nodes[size_t(ready[i])];
+        starts.push_back(node(nd.pos + 1, nd.parent));
+      }
+      to[g] = merge(starts);  // states may grow: index them afresh below
+    }
+    for (size_t c = 0; c < 256; ++c)
+      if (group_of[c] >= 0) states[size_t(s)].next[c] = to[size_t(group_of[c])];
+    return states[size_t(s)].next[b];
   }
 };
 
