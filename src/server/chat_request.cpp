@@ -521,7 +521,7 @@ nlohmann::json response_json(const ChatRequest& req, const ResponseMeta& meta,
     nlohmann::json choice = {{"index", i}};
     std::string_view finish = finish_reason(c);
     if (req.chat && req.tool_format != ToolCallFormat::none) {
-      ToolCallSplit split = split_tool_calls(c.text, req.tool_format);
+      ToolCallSplit split = split_tool_calls(c.text, req.tool_format, req.parallel_tool_calls);
       nlohmann::json msg = {{"role", "assistant"},
                             {"content", split.content.empty() && !split.calls.empty()
                                             ? nlohmann::json(nullptr)

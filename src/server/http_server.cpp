@@ -389,7 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
     chat_first_.assign(size_t(job->n), true);
     tool_streams_.assign(
         chat_req_.stream && chat_req_.tool_format != ToolCallFormat::none ? size_t(job->n) : 0,
-        ToolCallStream(chat_req_.tool_format));
+        ToolCallStream(chat_req_.tool_format, chat_req_.parallel_tool_calls));
     const uint64_t gen = ++generation_;
     auto self = shared_from_this();
     if (chat_req_.stream) {

@@ -114,8 +114,8 @@ ToolCallFormat tool_call_format(std::string_view chat_template) {
   return ToolCallFormat::none;
 }
 
-ToolCallSplit split_tool_calls(std::string_view text, ToolCallFormat format) {
-  ToolCallStream s(format);
+ToolCallSplit split_tool_calls(std::string_view text, ToolCallFormat format, bool parallel) {
+  ToolCallStream s(format, parallel);
   ToolCallStream::Out a = s.push(text);
   ToolCallStream::Out b = s.flush();
   ToolCallSplit out;
@@ -142,6 +142,12 @@ void ToolCallStream::emit_text(std::string_view text, Out& out) {
     sent_text_ = true;
     i = k;
   }
+}
+
+void ToolCallStream::keep(ToolCall call, Out& out) {
+  if (!parallel_ && calls_ > 0) return;
+  out.calls.push_back(std::move(call));
+  ++calls_;
 }
 
 ToolCallStream::Out ToolCallStream::push_whole(std::string_view delta) {
@@ -185,8 +191,7 @@ ToolCallStream::Out ToolCallStream::push(std::string_view delta) {
     if (end == std::string::npos) return out;  // the call's body is still coming
     ToolCall call;
     if (parse_call(std::string_view(held_).substr(0, end), call)) {
-      out.calls.push_back(std::move(call));
-      ++calls_;
+      keep(std::move(call), out);
       whitespace_.clear();
     } else {
       emit_text(std::string(kOpen) + held_.substr(0, end + kClose.size()), out);
@@ -199,8 +204,9 @@ ToolCallStream::Out ToolCallStream::push(std::string_view delta) {
 ToolCallStream::Out ToolCallStream::flush() {
   Out out;
   if (format_ != ToolCallFormat::hermes) {
-    if (whole_ == Whole::calls && parse_whole(held_, format_, out.calls)) {
-      calls_ += int(out.calls.size());
+    std::vector<ToolCall> calls;
+    if (whole_ == Whole::calls && parse_whole(held_, format_, calls)) {
+      for (ToolCall& c : calls) keep(std::move(c), out);
     } else {
       emit_text(held_, out);
       out.content += whitespace_;

@@ -55,8 +55,10 @@ struct ToolCallSplit {
   std::vector<ToolCall> calls;
 };
 
+// parallel false (the request's parallel_tool_calls): the first call only, later ones dropped.
 ToolCallSplit split_tool_calls(std::string_view text,
-                               ToolCallFormat format = ToolCallFormat::hermes);
+                               ToolCallFormat format = ToolCallFormat::hermes,
+                               bool parallel = true);
 
 // The grammar of an answer that is only calls in `format` (not none): of the function
 // `name`, or of any of `tools` when name is empty; one call, or one or more when
@@ -68,7 +70,8 @@ GrammarSpec tool_call_grammar(const nlohmann::ordered_json& tools, ToolCallForma
 // The streaming form: push each text delta; what may still begin a call is held back.
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolCallFormat format = ToolCallFormat::hermes) : format_(format) {}
+  explicit ToolCallStream(ToolCallFormat format = ToolCallFormat::hermes, bool parallel = true)
+      : format_(format), parallel_(parallel) {}
   struct Out {
     std::string content;  // text to send now (may be empty)
     std::vector<ToolCall> calls;
@@ -80,7 +83,9 @@ class ToolCallStream {
  private:
   void emit_text(std::string_view text, Out& out);
   Out push_whole(std::string_view delta);  // llama3_json and mistral
+  void keep(ToolCall call, Out& out);      // a parsed call, unless one call is all there may be
   ToolCallFormat format_;
+  bool parallel_ = true;
   enum class Whole { undecided, calls, text } whole_ = Whole::undecided;
   std::string held_;        // undecided text (a possible tag start, or an open call's body)
   std::string whitespace_;  // whitespace held until text follows it (dropped around calls)

@@ -45,6 +45,18 @@ TEST(ToolCalls, HermesCallsBecomeCallsAndTheRestContent) {
   EXPECT_EQ(two.calls[1].arguments, "{\"x\":[1,2]}");  // a string argument holding JSON
   EXPECT_NE(two.calls[0].id, two.calls[1].id);
   EXPECT_EQ(two.content, "Let me check.");
+  // parallel_tool_calls false: the first call only.
+  const ToolCallSplit first = split_tool_calls(
+      "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", "
+      "\"arguments\": {}}</tool_call>",
+      ToolCallFormat::hermes, false);
+  ASSERT_EQ(first.calls.size(), 1u);
+  EXPECT_EQ(first.calls[0].name, "a");
+  EXPECT_EQ(first.content, "");
+  EXPECT_EQ(split_tool_calls("[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]",
+                             ToolCallFormat::mistral, false)
+                .calls.size(),
+            1u);
 
   // Not a call: the block stays text; plain text is untouched.
   const ToolCallSplit bad = split_tool_calls("<tool_call>{\"nom\": 1}</tool_call> ok");
