@@ -1461,13 +1461,12 @@ class SchemaCompiler {
     bool terminal = false;
   };
 
-  // A JSON string (with quotes) that is none of `keys` (decoded): a walk down their trie
-  // that leaves it or stops where no key ends.
-  std::string key_exclusion(const std::vector<std::string>& keys, const std::string& ptr) {
+  // The code-point trie of `strings` (node 0 the root).
+  static std::vector<TrieNode> build_trie(const std::vector<std::string>& strings) {
     std::vector<TrieNode> trie(1);
-    for (const std::string& k : keys) {
+    for (const std::string& str : strings) {
       size_t node = 0;
-      for (uint32_t cp : decode_utf8(k)) {
+      for (uint32_t cp : decode_utf8(str)) {
         auto it = trie[node].kids.find(cp);
         if (it == trie[node].kids.end()) {
           trie.emplace_back();
@@ -1477,6 +1476,13 @@ class SchemaCompiler {
       }
       trie[node].terminal = true;
     }
+    return trie;
+  }
+
+  // A JSON string (with quotes) that is none of `keys` (decoded): a walk down their trie
+  // that leaves it or stops where no key ends.
+  std::string key_exclusion(const std::vector<std::string>& keys, const std::string& ptr) {
+    const std::vector<TrieNode> trie = build_trie(keys);
     return rules_.add(hint_of(ptr) + "-key", join({lit("\""), key_trie(trie, 0)}));
   }
 
@@ -1712,20 +1718,7 @@ class SchemaCompiler {
 
   // Alternatives of quoted strings, their common prefixes shared.
   std::string string_trie(const std::vector<std::string>& strings) {
-    std::vector<TrieNode> trie(1);
-    for (const std::string& s : strings) {
-      size_t node = 0;
-      for (uint32_t cp : decode_utf8(s)) {
-        auto it = trie[node].kids.find(cp);
-        if (it == trie[node].kids.end()) {
-          trie.emplace_back();
-          it = trie[node].kids.emplace(cp, trie.size() - 1).first;
-        }
-        node = it->second;
-      }
-      trie[node].terminal = true;
-    }
-    return trie_text(trie, 0);
+    return trie_text(build_trie(strings), 0);
   }
 
   std::string trie_text(const std::vector<TrieNode>& trie, size_t node) {

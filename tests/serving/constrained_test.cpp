@@ -35,6 +35,20 @@ LlmEngineOptions options() {
   return o;
 }
 
+// Every request submitted at once, stepped until all are done.
+std::vector<GenerateResult> run_together(LlmEngine& e, const std::vector<GenerateRequest>& reqs) {
+  std::vector<GenerateResult> out(reqs.size());
+  int done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
+      if (err) std::rethrow_exception(err);
+      out[i] = std::move(*r);
+      ++done;
+    });
+  while (done < int(reqs.size())) EXPECT_TRUE(e.step());
+  return out;
+}
+
 bool matches(const std::string& regex, const std::string& text) {
   return Regex::compile(regex)->full_match(text);
 }
@@ -76,15 +90,7 @@ TEST(ConstrainedEngine, BatchedChoicesAndSpeculationKeepTheirOwnAutomata) {
                                     ask("Name a color.", "(red|green|blue)", 0.8f, 16, 4),
                                     ask("What is 123 + 456?", "", 0.0f, 16, 5)};
   reqs[0].n = 3;
-  std::vector<GenerateResult> out(reqs.size());
-  int done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i)
-    e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
-      if (err) std::rethrow_exception(err);
-      out[i] = std::move(*r);
-      ++done;
-    });
-  while (done < int(reqs.size())) ASSERT_TRUE(e.step());
+  const std::vector<GenerateResult> out = run_together(e, reqs);
   ASSERT_EQ(out[0].choices.size(), 3u);
   for (const ChoiceOutput& c : out[0].choices) EXPECT_TRUE(matches("[0-9]{1,4}", c.text)) << c.text;
   EXPECT_TRUE(matches("(red|green|blue)", out[1].choices[0].text)) << out[1].choices[0].text;
@@ -188,15 +194,7 @@ TEST(ConstrainedEngine, ForcedDraftsLeaveAnswersAsTheyWere) {
       for (size_t i = 0; i < reqs.size(); ++i) out[i] = e.generate(reqs[i]);
       return out;
     }
-    int done = 0;
-    for (size_t i = 0; i < reqs.size(); ++i)
-      e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
-        if (err) std::rethrow_exception(err);
-        out[i] = std::move(*r);
-        ++done;
-      });
-    while (done < int(reqs.size())) EXPECT_TRUE(e.step());
-    return out;
+    return run_together(e, reqs);
   };
   const auto base = run(false, false);
   for (bool batched : {false, true}) {
