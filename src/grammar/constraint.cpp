@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -119,8 +118,12 @@ void TokenTrie::Trie::walk_range(ByteAutomaton& a, int32_t begin, int32_t end, i
   if (begin >= end) return;
   // The state and its transition table per depth along the current path.
   const size_t d0 = size_t(depth[size_t(begin)]);
-  std::vector<int32_t> at(max_depth + 1, ByteAutomaton::kDead);
-  std::vector<const int32_t*> table(max_depth + 1, nullptr);
+  // Scratch kept per thread: a mask walks up to 256 ranges (walk_first, the subtree memo),
+  // and every entry is written before it is read.
+  static thread_local std::vector<int32_t> at;
+  static thread_local std::vector<const int32_t*> table;
+  at.resize(max_depth + 1);
+  table.resize(max_depth + 1);
   at[d0 - 1] = s;
   table[d0 - 1] = a.transitions(s);
   for (int32_t k = begin; k < end;) {
@@ -260,16 +263,21 @@ void TokenTrie::allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, M
   if (s == ByteAutomaton::kDead) return;
   // The state most printable ASCII characters lead to, and the exceptions.
   std::array<int32_t, 128> next{};
-  std::map<int32_t, int> votes;
+  std::vector<int32_t> seen;  // the states reached, sorted: the longest run is the most common
   for (int c = 0x20; c < 0x7F; ++c) {
     if (c == '"' || c == '\\') continue;
     next[size_t(c)] = a.step(s, uint8_t(c));
-    ++votes[next[size_t(c)]];
+    seen.push_back(next[size_t(c)]);
   }
+  std::sort(seen.begin(), seen.end());
   int32_t to = ByteAutomaton::kDead;
-  int most = 0;
-  for (auto [t, n] : votes)
-    if (n > most) std::tie(to, most) = std::tie(t, n);
+  size_t most = 0;
+  for (size_t i = 0; i < seen.size();) {
+    size_t j = i;
+    while (j < seen.size() && seen[j] == seen[i]) ++j;
+    if (j - i > most) std::tie(to, most) = std::tuple(seen[i], j - i);
+    i = j;
+  }
   std::array<bool, 256> exception{};
   int n_exceptions = 0;
   for (int c = 0x20; c < 0x7F; ++c)
@@ -300,12 +308,13 @@ void TokenTrie::allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, M
   while (alive + 1 < slice_.size() &&
          chain[std::min(alive, chain.size() - 1)] != ByteAutomaton::kDead)
     ++alive;
+  // `bits` comes cleared, so the exceptions can be taken out of it in place.
   const std::vector<uint32_t>& m = slice_[std::min(alive, slice_.size() - 1)];
-  std::vector<uint32_t> take(m.begin(), m.end());
+  const size_t words = std::min(m.size(), bits.size());
+  for (size_t w = 0; w < words; ++w) bits[w] |= m[w];
   for (int c = 0x20; c < 0x7F; ++c)
     if (exception[size_t(c)])
-      for (size_t w = 0; w < take.size(); ++w) take[w] &= ~slice_first_[size_t(c)][w];
-  for (size_t w = 0; w < take.size() && w < bits.size(); ++w) bits[w] |= take[w];
+      for (size_t w = 0; w < words; ++w) bits[w] &= ~slice_first_[size_t(c)][w];
   // Walked: every token that starts with an exception, and the rest of the others.
   all_.walk_first(a, s, bits, exception, true);
   rest_.walk_first(a, s, bits, exception, false);
