@@ -46,6 +46,7 @@ struct BenchSpecOptions {
   int threads = 0;
   bool per_task = false;
   bool grammar = false;
+  LlmEngineOptions::MaskOverlap mask_overlap = LlmEngineOptions::MaskOverlap::automatic;
   DeviceFlags device;
   SpeculativeFlags speculative;  // k and the n-gram lengths (its method is unused)
 };
@@ -95,6 +96,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
       eo.speculative = opt.speculative.config;
       eo.speculative.method = method == "forced" ? SpecMethod::none : parse_spec_method(method);
       eo.forced_drafts = method != "none";
+      eo.mask_overlap = opt.mask_overlap;
       validate(eo.speculative);
       LlmEngine engine(model, tokenizer, eo, draft.get());
       std::vector<GenerateResult> results(prompts.size());
@@ -155,6 +157,8 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           {"draft_tokens", st.spec_draft_tokens},
           {"accepted_tokens", st.spec_accepted_tokens},
           {"forced_tokens", st.spec_forced_tokens},
+          {"prefetched_masks", st.prefetched_masks},
+          {"mask_wait_seconds", st.mask_wait_seconds},
           {"acceptance", drafts > 0 ? double(st.spec_accepted_tokens) / drafts : 0.0},
           {"identical_to_first_method", same},
           {"device", opt.device.device},
@@ -198,6 +202,15 @@ void add_bench_spec_subcommand(CLI::App& bench) {
   cmd->add_option("--seed", opt->seed, "The first prompt's seed when sampling")
       ->capture_default_str();
   cmd->add_flag("--per-task", opt->per_task, "Also a line per task with its acceptance");
+  cmd->add_option("--mask-overlap", opt->mask_overlap,
+                  "Grammar masks beside the forward pass: auto (on CUDA), on or off")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, LlmEngineOptions::MaskOverlap>{
+              {"auto", LlmEngineOptions::MaskOverlap::automatic},
+              {"on", LlmEngineOptions::MaskOverlap::on},
+              {"off", LlmEngineOptions::MaskOverlap::off}},
+          CLI::ignore_case))
+      ->capture_default_str();
   cmd->add_flag("--grammar", opt->grammar,
                 "Only prompts with a JSON Schema, each constrained to it (method `forced`: "
                 "the grammar's forced drafts alone)");

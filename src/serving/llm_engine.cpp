@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -435,6 +436,30 @@ void LlmEngine::propose_drafts() {
   if (!jobs.empty()) draft_->propose(jobs);
 }
 
+void LlmEngine::prefetch_masks(std::span<const ScheduledRow> rows) {
+  using Overlap = LlmEngineOptions::MaskOverlap;
+  if (options_.mask_overlap == Overlap::off ||
+      (options_.mask_overlap == Overlap::automatic && model_.device() != Device::cuda))
+    return;
+  std::vector<TokenConstraint*> constraints;
+  for (const ScheduledRow& r : rows) {
+    if (!r.logits) continue;
+    Active& a = *static_cast<Active*>(r.group->user);
+    if (!a.choices[0].constraint) continue;
+    if (r.drafts == 0 && !r.group->forked()) {  // a finished prompt: every choice samples
+      for (Active::Choice& c : a.choices) constraints.push_back(c.constraint.get());
+    } else {  // a decode or verify row (a verify row's later positions are not prefetched)
+      constraints.push_back(a.choices[size_t(r.seq)].constraint.get());
+    }
+  }
+  if (constraints.empty()) return;
+  counters_.prefetched_masks += constraints.size();
+  if (!mask_prefetch_)
+    mask_prefetch_ =
+        std::make_unique<MaskPrefetch>(int(std::max(1u, std::thread::hardware_concurrency() / 2)));
+  mask_prefetch_->start(std::move(constraints));
+}
+
 void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
   if (rows.empty()) return;
   batch_.rows.clear();
@@ -456,8 +481,18 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
         {tokens, int32_t(r.start), pool_.block_table(s.id), r.logits, /*logits_all=*/r.drafts > 0});
   }
   const Clock::time_point f0 = Clock::now();
-  model_.forward(batch_, cache_, logits_, scratch_);
+  prefetch_masks(rows);
+  try {
+    model_.forward(batch_, cache_, logits_, scratch_);
+  } catch (...) {
+    if (mask_prefetch_) mask_prefetch_->wait();  // it holds the constraints
+    throw;
+  }
   const Clock::time_point f1 = Clock::now();
+  if (mask_prefetch_) {
+    mask_prefetch_->wait();
+    counters_.mask_wait_seconds += std::chrono::duration<double>(Clock::now() - f1).count();
+  }
   counters_.forward_seconds += std::chrono::duration<double>(f1 - f0).count();
   ++counters_.forwards;
   if (trace_) {

@@ -46,6 +46,7 @@
 #include "serving/draft_runner.h"
 #include "serving/kv_pool.h"
 #include "serving/kv_tiers.h"
+#include "serving/mask_prefetch.h"
 #include "serving/scheduler.h"
 #include "serving/speculative.h"
 #include "serving/trace.h"
@@ -86,6 +87,11 @@ struct LlmEngineOptions {
   // Constrained requests: the bytes a grammar forces are drafted for the verifier (up to 8
   // tokens a step, whatever `speculative` says); false: they are decoded one by one.
   bool forced_drafts = true;
+  // Constrained rows' grammar masks computed on threads of their own while the forward
+  // pass runs (MaskPrefetch): automatic does so when the model is on CUDA (on the CPU the
+  // forward pass uses every core); on and off force it (answers are the same either way).
+  enum class MaskOverlap { automatic, on, off };
+  MaskOverlap mask_overlap = MaskOverlap::automatic;
 };
 
 struct GenerateRequest {
@@ -168,6 +174,10 @@ struct LlmEngineStats {
   uint64_t spec_forced_tokens = 0;  // drafts a grammar forced (part of spec_draft_tokens)
   uint64_t draft_forwards = 0;      // the draft model's (SpecMethod::draft)
   double draft_seconds = 0;
+  // Grammar masks computed beside the forward pass (MaskPrefetch), and the time the engine
+  // waited for them after the forward had returned.
+  uint64_t prefetched_masks = 0;
+  double mask_wait_seconds = 0;
 };
 
 // The model folder's generation_config.json sampling defaults (temperature, top_p, top_k,
@@ -237,6 +247,9 @@ class LlmEngine {
   // Each id's bytes in text ("" for special tokens and padded ids), for grammar masks;
   // built on the first constrained request.
   std::shared_ptr<const TokenTrie> token_trie_;  // the vocabulary's bytes, for grammar masks
+  std::unique_ptr<MaskPrefetch> mask_prefetch_;  // with the first constrained request
+  // Starts the masks of the rows' constrained choices beside the forward pass (if enabled).
+  void prefetch_masks(std::span<const ScheduledRow> rows);
   Tensor logits_;
   LlmEngineStats counters_;  // the engine's own counters (the rest is read at publish)
   std::unique_ptr<ChromeTrace> trace_;

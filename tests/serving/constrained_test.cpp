@@ -83,19 +83,30 @@ TEST(ConstrainedEngine, AnswersMatchTheirPatternGreedyAndSampled) {
 }
 
 TEST(ConstrainedEngine, BatchedChoicesAndSpeculationKeepTheirOwnAutomata) {
-  LlmEngineOptions o = options();
-  o.speculative.method = SpecMethod::ngram;  // constrained requests decode without it
-  LlmEngine e(trained().model, trained().tokenizer, o);
   std::vector<GenerateRequest> reqs{ask("What is 123 + 456?", "[0-9]{1,4}", 0.8f, 16, 3),
                                     ask("Name a color.", "(red|green|blue)", 0.8f, 16, 4),
                                     ask("What is 123 + 456?", "", 0.0f, 16, 5)};
   reqs[0].n = 3;
-  const std::vector<GenerateResult> out = run_together(e, reqs);
-  ASSERT_EQ(out[0].choices.size(), 3u);
-  for (const ChoiceOutput& c : out[0].choices) EXPECT_TRUE(matches("[0-9]{1,4}", c.text)) << c.text;
-  EXPECT_TRUE(matches("(red|green|blue)", out[1].choices[0].text)) << out[1].choices[0].text;
-  EXPECT_EQ(out[2].choices[0].text, "579");  // the unconstrained request beside them
-  EXPECT_EQ(out[0].draft_tokens + out[1].draft_tokens, 0);
+  // Masks computed in the sampler, then beside the forward pass (MaskPrefetch; automatic
+  // leaves it off on the CPU): the same answers, seeds and all.
+  std::vector<std::vector<GenerateResult>> runs;
+  for (auto overlap : {LlmEngineOptions::MaskOverlap::off, LlmEngineOptions::MaskOverlap::on}) {
+    LlmEngineOptions o = options();
+    o.speculative.method = SpecMethod::ngram;
+    o.mask_overlap = overlap;
+    LlmEngine e(trained().model, trained().tokenizer, o);
+    const std::vector<GenerateResult> out = run_together(e, reqs);
+    ASSERT_EQ(out[0].choices.size(), 3u);
+    for (const ChoiceOutput& c : out[0].choices)
+      EXPECT_TRUE(matches("[0-9]{1,4}", c.text)) << c.text;
+    EXPECT_TRUE(matches("(red|green|blue)", out[1].choices[0].text)) << out[1].choices[0].text;
+    EXPECT_EQ(out[2].choices[0].text, "579");  // the unconstrained request beside them
+    EXPECT_EQ(e.stats().prefetched_masks > 0, overlap == LlmEngineOptions::MaskOverlap::on);
+    runs.push_back(out);
+  }
+  for (size_t i = 0; i < reqs.size(); ++i)
+    for (size_t c = 0; c < runs[0][i].choices.size(); ++c)
+      EXPECT_EQ(runs[0][i].choices[c].tokens, runs[1][i].choices[c].tokens) << i << " " << c;
 }
 
 // The trained model's JSON task (tools/train/data.py ep_json): fill in an object for a schema.
@@ -185,9 +196,11 @@ TEST(ConstrainedEngine, ForcedDraftsLeaveAnswersAsTheyWere) {
     r.params.top_logprobs = 2;
     reqs.push_back(r);
   }
-  auto run = [&](bool forced, bool batched) {
+  auto run = [&](bool forced, bool batched, bool overlap = false) {
     LlmEngineOptions o = options();
     o.forced_drafts = forced;
+    o.mask_overlap =
+        overlap ? LlmEngineOptions::MaskOverlap::on : LlmEngineOptions::MaskOverlap::off;
     LlmEngine e(trained().model, trained().tokenizer, o);
     std::vector<GenerateResult> out(reqs.size());
     if (!batched) {
@@ -197,8 +210,9 @@ TEST(ConstrainedEngine, ForcedDraftsLeaveAnswersAsTheyWere) {
     return run_together(e, reqs);
   };
   const auto base = run(false, false);
-  for (bool batched : {false, true}) {
-    const auto got = run(true, batched);
+  // Alone, together, and together with the masks computed beside the forward pass.
+  for (auto [batched, overlap] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    const auto got = run(true, batched, overlap);
     int64_t forced = 0, accepted = 0;
     for (size_t i = 0; i < reqs.size(); ++i) {
       const ChoiceOutput &a = base[i].choices[0], &b = got[i].choices[0];
