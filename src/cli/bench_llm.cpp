@@ -1,7 +1,10 @@
 // `parley bench llm --model DIR`: the chat model's forward pass timed as the engine runs it,
 // as JSON lines: load time, prefill tokens/s at each --prompt-tokens length (one row, one
 // call per chunk of --chunk tokens), and decode ms per step at each --batch size (rows of a
-// short prompt, then --decode-tokens steps of one token per row, the KV paged). Token ids
+// short prompt, then --decode-tokens steps of one token per row, the KV paged). With
+// --verify-tokens N (N > 1), also ms per step of speculative verify rows: each row N new
+// tokens with logits for all N, as the verifier runs a row's last token and N - 1 drafts
+// (the cost side of speculative decoding at a shape whose weights are synthetic). Token ids
 // are seeded random in [0, vocab): the work does not depend on the text. On CUDA
 // (--device cuda --dtype bf16|f16|f32) the logits stay on the device (the forward pass alone,
 // as a framework's forward returns them) and each figure ends with a device synchronize.
@@ -31,7 +34,8 @@ struct BenchLlmOptions {
   std::vector<int64_t> prompt_tokens{512};
   std::vector<int64_t> batch{1, 8};
   int64_t decode_tokens = 32;
-  int64_t decode_context = 16;  // prompt tokens per row before the timed decode steps
+  std::vector<int64_t> verify_tokens{1};  // tokens per row per step (1: plain decode)
+  int64_t decode_context = 16;            // prompt tokens per row before the timed decode steps
   int64_t chunk = 512;
   int runs = 3;
   int threads = 0;
@@ -79,14 +83,15 @@ double time_prefill(const LlmModel& model, KvCache& cache, ForwardScratch& scrat
   return ms_since(t0);
 }
 
-// ms per decode step of `rows` rows after a `prompt`-token prompt each.
+// ms per decode step of `rows` rows after a `prompt`-token prompt each; each step feeds
+// `width` tokens per row (width > 1: verify rows, logits for every token).
 double time_decode(const LlmModel& model, KvCache& cache, ForwardScratch& scratch, int64_t rows,
-                   int64_t prompt, int64_t steps) {
-  const int64_t per_row = KvCache::blocks_for(prompt + steps);
+                   int64_t prompt, int64_t steps, int64_t width) {
+  const int64_t per_row = KvCache::blocks_for(prompt + steps * width);
   std::vector<std::vector<int32_t>> blocks, ids;
   for (int64_t r = 0; r < rows; ++r) {
     blocks.push_back(iota_blocks(r * per_row, per_row));
-    ids.push_back(random_ids(prompt + steps, model.config().vocab_size, uint32_t(r + 1)));
+    ids.push_back(random_ids(prompt + steps * width, model.config().vocab_size, uint32_t(r + 1)));
   }
   Tensor logits;
   Batch batch;
@@ -99,8 +104,9 @@ double time_decode(const LlmModel& model, KvCache& cache, ForwardScratch& scratc
   for (int64_t s = 0; s < steps; ++s) {
     batch.rows.clear();
     for (int64_t r = 0; r < rows; ++r)
-      batch.rows.push_back({std::span(ids[size_t(r)]).subspan(size_t(prompt + s), 1),
-                            int32_t(prompt + s), blocks[size_t(r)], true, false});
+      batch.rows.push_back(
+          {std::span(ids[size_t(r)]).subspan(size_t(prompt + s * width), size_t(width)),
+           int32_t(prompt + s * width), blocks[size_t(r)], true, width > 1});
     model.forward(batch, cache, logits, scratch);
   }
   if (model.device() == Device::cuda) cuda::synchronize();
@@ -118,9 +124,12 @@ void run_bench_llm(const BenchLlmOptions& opt) {
   const LlmConfig& c = model.config();
   const int64_t longest = *std::max_element(opt.prompt_tokens.begin(), opt.prompt_tokens.end());
   const int64_t max_batch = *std::max_element(opt.batch.begin(), opt.batch.end());
+  const int64_t widest = *std::max_element(opt.verify_tokens.begin(), opt.verify_tokens.end());
+  check_arg(*std::min_element(opt.verify_tokens.begin(), opt.verify_tokens.end()) >= 1,
+            "[bench llm] --verify-tokens must be at least 1");
   const int64_t blocks =
       std::max(KvCache::blocks_for(longest),
-               max_batch * KvCache::blocks_for(opt.decode_context + opt.decode_tokens));
+               max_batch * KvCache::blocks_for(opt.decode_context + opt.decode_tokens * widest));
   KvCache cache(c, blocks, model.device(), model.dtype());
   ForwardScratch scratch(model.device());
   scratch.logits_on_device = true;
@@ -155,17 +164,21 @@ void run_bench_llm(const BenchLlmOptions& opt) {
   }
   for (int64_t b : opt.batch) {
     check_arg(b >= 1, "[bench llm] --batch sizes must be at least 1");
-    std::vector<double> ms;
-    for (int r = 0; r < opt.runs; ++r)
-      ms.push_back(time_decode(model, cache, scratch, b, opt.decode_context, opt.decode_tokens));
-    j = base;
-    j["phase"] = "decode";
-    j["batch"] = b;
-    j["context"] = opt.decode_context;
-    j["ms_per_step"] = median(ms);
-    j["ms_per_step_min"] = *std::min_element(ms.begin(), ms.end());
-    j["tokens_per_s"] = double(b) / (median(ms) / 1000.0);
-    std::cout << j.dump() << std::endl;
+    for (int64_t w : opt.verify_tokens) {
+      std::vector<double> ms;
+      for (int r = 0; r < opt.runs; ++r)
+        ms.push_back(
+            time_decode(model, cache, scratch, b, opt.decode_context, opt.decode_tokens, w));
+      j = base;
+      j["phase"] = w == 1 ? "decode" : "verify";
+      j["batch"] = b;
+      j["context"] = opt.decode_context;
+      if (w > 1) j["tokens_per_row"] = w;
+      j["ms_per_step"] = median(ms);
+      j["ms_per_step_min"] = *std::min_element(ms.begin(), ms.end());
+      j["tokens_per_s"] = double(b * w) / (median(ms) / 1000.0);
+      std::cout << j.dump() << std::endl;
+    }
   }
 }
 
@@ -181,6 +194,10 @@ void add_bench_llm_subcommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--decode-context", opt->decode_context,
                   "Prompt tokens per row before the timed decode steps")
+      ->capture_default_str();
+  cmd->add_option("--verify-tokens", opt->verify_tokens,
+                  "Tokens per row per decode step (1: plain decode; N > 1: verify rows of a "
+                  "token and N - 1 drafts, logits for all)")
       ->capture_default_str();
   cmd->add_option("--chunk", opt->chunk, "Prefill tokens per forward call")->capture_default_str();
   cmd->add_option("--runs", opt->runs, "Timed runs per figure (median reported)")
