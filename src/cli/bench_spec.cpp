@@ -157,6 +157,7 @@ void run_bench_spec(const BenchSpecOptions& opt) {
           {"draft_tokens", st.spec_draft_tokens},
           {"accepted_tokens", st.spec_accepted_tokens},
           {"forced_tokens", st.spec_forced_tokens},
+          {"disabled_steps", st.spec_disabled_steps},
           {"prefetched_masks", st.prefetched_masks},
           {"mask_wait_seconds", st.mask_wait_seconds},
           {"acceptance", drafts > 0 ? double(st.spec_accepted_tokens) / drafts : 0.0},

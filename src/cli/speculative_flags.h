@@ -40,6 +40,11 @@ inline void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f) {
                   "ngram: longest n-gram matched (vLLM's default 5)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd->add_option("--speculative-disable-by-batch-size", f.config.disable_by_batch_size,
+                  "No drafts (grammar-forced ones included) in a step where at least this many "
+                  "sequences decode together (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 // The engine's SpeculativeConfig (throws Error(invalid_argument) for min > max).

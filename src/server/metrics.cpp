@@ -80,6 +80,14 @@ std::string render_chat_metrics(const ChatStats& c) {
          "Speculative decoding: draft tokens verified.", e.spec_draft_tokens);
   scalar(o, "parley_chat_spec_accepted_tokens_total", "counter",
          "Speculative decoding: draft tokens accepted.", e.spec_accepted_tokens);
+  scalar(o, "parley_chat_spec_forced_tokens_total", "counter",
+         "Speculative decoding: draft tokens a grammar forced (part of the draft tokens).",
+         e.spec_forced_tokens);
+  scalar(o, "parley_chat_spec_disabled_steps_total", "counter",
+         "Speculative decoding: steps without drafts (--speculative-disable-by-batch-size).",
+         e.spec_disabled_steps);
+  scalar(o, "parley_chat_grammar_masks_prefetched_total", "counter",
+         "Grammar masks computed beside the forward pass.", e.prefetched_masks);
   scalar(o, "parley_chat_preemptions_total", "counter",
          "Requests preempted when the KV blocks ran out (recomputed later).",
          e.scheduler.preemptions);

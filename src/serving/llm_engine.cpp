@@ -399,6 +399,17 @@ bool LlmEngine::propose_forced(TokenConstraint& constraint, int k, std::vector<i
 
 void LlmEngine::propose_drafts() {
   std::vector<DraftRunner::Job> jobs;  // the draft model's, run together after the loop
+  if (const int limit = options_.speculative.disable_by_batch_size; limit > 0) {
+    int64_t decoding = 0;
+    for (SequenceGroup* g : scheduler_.running())
+      for (const Sequence& s : g->seqs) decoding += s.finished ? 0 : 1;
+    if (decoding >= limit) {
+      for (SequenceGroup* g : scheduler_.running())
+        for (Sequence& s : g->seqs) s.draft.clear();
+      ++counters_.spec_disabled_steps;
+      return;
+    }
+  }
   for (SequenceGroup* g : scheduler_.running()) {
     Active& a = *static_cast<Active*>(g->user);
     for (Sequence& s : g->seqs) s.draft.clear();

@@ -171,8 +171,9 @@ struct LlmEngineStats {
   uint64_t spec_rows = 0;
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
-  uint64_t spec_forced_tokens = 0;  // drafts a grammar forced (part of spec_draft_tokens)
-  uint64_t draft_forwards = 0;      // the draft model's (SpecMethod::draft)
+  uint64_t spec_forced_tokens = 0;   // drafts a grammar forced (part of spec_draft_tokens)
+  uint64_t spec_disabled_steps = 0;  // steps without drafts: disable_by_batch_size reached
+  uint64_t draft_forwards = 0;       // the draft model's (SpecMethod::draft)
   double draft_seconds = 0;
   // Grammar masks computed beside the forward pass (MaskPrefetch), and the time the engine
   // waited for them after the forward had returned.

@@ -28,6 +28,8 @@ SpecMethod parse_spec_method(std::string_view s) {
 void validate(const SpeculativeConfig& c) {
   check_arg(c.num_tokens >= 0 && c.num_tokens <= 64,
             "speculative: num_speculative_tokens must be in [0, 64]");
+  check_arg(c.disable_by_batch_size >= 0,
+            "speculative: disable_by_batch_size must be 0 (never) or more");
   check_arg(c.ngram_min >= 1 && c.ngram_max >= c.ngram_min && c.ngram_max <= 64,
             "speculative: prompt_lookup_min must be >= 1 and <= prompt_lookup_max <= 64");
   check_arg(c.suffix_depth >= 2 && c.suffix_depth <= 256,

@@ -50,6 +50,10 @@ struct SpeculativeConfig {
   double suffix_min_prob = 0.1;  // stop a suffix draft below this estimated probability
   // Output tokens a namespace's global trie keeps (the newest; about depth nodes each).
   size_t suffix_global_tokens = size_t(1) << 15;
+  // The engine's own (not a request's): no drafts in a step where at least this many
+  // sequences are decoding (0: never), where verify rows cost more than the steps they save
+  // (vLLM's disable_by_batch_size; `--speculative-disable-by-batch-size`).
+  int disable_by_batch_size = 0;
   bool enabled() const { return method != SpecMethod::none && num_tokens > 0; }
 };
 void validate(const SpeculativeConfig& c);  // throws Error(invalid_argument) naming the field

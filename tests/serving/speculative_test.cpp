@@ -538,6 +538,37 @@ INSTANTIATE_TEST_SUITE_P(Methods, SpeculativeEngine,
                                            SpecMethod::draft),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// disable_by_batch_size: no drafts while that many sequences decode together; drafts again
+// once fewer are left; the answers as without speculation either way.
+TEST(SpeculativeEngine, DisabledByBatchSizeDraftsOnlyWhileFewAreRunning) {
+  std::vector<GenerateRequest> reqs;
+  std::vector<GenerateResult> want;
+  for (size_t i = 0; i < 4; ++i) {
+    reqs.push_back(request(prompts()[i], 0.0f, 48, i));
+    want.push_back(plain(reqs.back()));
+  }
+  SpeculativeConfig c = spec(SpecMethod::ngram);
+  c.disable_by_batch_size = 100;  // never reached: drafts throughout
+  const SpecRun free = run_spec(reqs, c);
+  EXPECT_GT(free.stats.spec_draft_tokens, 0u);
+  EXPECT_EQ(free.stats.spec_disabled_steps, 0u);
+  c.disable_by_batch_size = 1;  // always reached: no drafts at all
+  const SpecRun none = run_spec(reqs, c);
+  EXPECT_EQ(none.stats.spec_draft_tokens, 0u);
+  EXPECT_GT(none.stats.spec_disabled_steps, 0u);
+  c.disable_by_batch_size = 2;  // drafts only for the last one running
+  const SpecRun some = run_spec(reqs, c);
+  EXPECT_GT(some.stats.spec_disabled_steps, 0u);
+  EXPECT_LT(some.stats.spec_draft_tokens, free.stats.spec_draft_tokens);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    expect_same(free.results[i], want[i], "limit 100, " + std::to_string(i));
+    expect_same(none.results[i], want[i], "limit 1, " + std::to_string(i));
+    expect_same(some.results[i], want[i], "limit 2, " + std::to_string(i));
+  }
+  c.disable_by_batch_size = -1;
+  EXPECT_THROW(validate(c), Error);
+}
+
 TEST(SpeculativeEngine, ARequestChoosesItsOwnMethodOrNone) {
   GenerateRequest r = request(prompts()[0], 0.0f, 40, 1);
   const GenerateResult want = plain(r);
