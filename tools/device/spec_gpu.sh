@@ -8,12 +8,12 @@
 #   MIX=w/mix/eval.jsonl COPY=w/copy.jsonl JSON=w/json.jsonl TOKENIZER=w/qwen3 \
 #     tools/device/spec_gpu.sh
 # Environment: OUT=/tmp/out, BUILD_DIR=/tmp/build-gpu, DTYPES="bf16 f32", BATCHES="1 8 64",
-#   STAGES="mix grammar copy overlap verify8b", DEADLINE=S (stages that would start later are skipped).
+#   STAGES="mix grammar copy disable overlap verify8b", DEADLINE=S (stages that would start later are skipped).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 DTYPES=${DTYPES:-bf16 f32}
 BATCHES=${BATCHES:-1 8 64}
-STAGES=${STAGES:-mix grammar copy overlap verify8b}
+STAGES=${STAGES:-mix grammar copy disable overlap verify8b}
 export PATH="/usr/local/cuda/bin:$PATH"
 mkdir -p "$OUT" /tmp/deps /tmp/models
 for f in .deps/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
@@ -52,6 +52,9 @@ for dt in $DTYPES; do
   has copy && spec "copy_$dt" $T --dtype $dt --prompts "$COPY" --methods none ngram suffix \
     --prompt-lookup-min 2
 done
+# Prompt lookup with --speculative-disable-by-batch-size (drafts only while few decode).
+has disable && spec disable_bf16 $T --dtype bf16 --prompts "$MIX" --methods none ngram \
+  --prompt-lookup-min 2 --speculative-disable-by-batch-size ${DISABLE_AT:-4}
 # Grammar masks beside the forward pass: a synthetic Qwen3-0.6B with Qwen3's tokenizer (151k
 # ids; TOKENIZER holds its tokenizer.json and tokenizer_config.json), the JSON prompts under
 # their schemas, masks computed in the sampler (off) and beside the forward (on).
