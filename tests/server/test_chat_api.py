@@ -452,7 +452,11 @@ def test_sigterm_drains_running_requests_and_persists_the_prefix_cache(tmp_path)
     threads = [threading.Thread(target=long_request, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
-    wait_for(lambda: s.metrics().get("parley_chat_requests_running", 0) >= 1, 30, step=0.005)
+    # Every request accepted (a request not yet connected at SIGTERM would be refused).
+    def accepted():
+        m = s.metrics()
+        return sum(m.get("parley_chat_requests_" + k, 0) for k in ("running", "waiting", "total"))
+    wait_for(lambda: accepted() >= 6, 30, step=0.005)
     s.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(120)
