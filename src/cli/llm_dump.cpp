@@ -18,6 +18,7 @@
 #include "engine/threadpool.h"
 #include "io/npy.h"
 #include "llm/model.h"
+#include "llm/mtp.h"
 
 namespace parley::cli {
 namespace {
@@ -27,6 +28,7 @@ struct DumpOptions {
   std::string ids;
   std::string ids_file;
   std::string out;
+  std::string mtp_out;
   int greedy = 0;
   int threads = 0;  // 0: all hardware threads
   DeviceFlags device;
@@ -87,8 +89,23 @@ void run_dump(const DumpOptions& o) {
   Tensor logits;
   Batch batch;
   batch.rows.push_back({ids, 0, table, true, true});
+  scratch.keep_hidden = !o.mtp_out.empty();
   model.forward(batch, cache, logits, scratch);
   io::write_npy(o.out, logits);
+  if (!o.mtp_out.empty()) {
+    // The MTP module at positions 0 .. n - 2, each with the token after it: logits of the
+    // token two ahead.
+    check_arg(model.n_mtp() > 0, "[llm dump] " + o.model + " has no MTP module");
+    check_arg(ids.size() >= 2, "[llm dump] --mtp-out needs at least 2 ids");
+    KvCache mtp_cache(mtp_cache_config(model.config()), n_blocks, model.device(), model.dtype());
+    Batch mb;
+    mb.rows.push_back({std::span(ids).subspan(1), 0, table, true, true});
+    const Tensor hidden = scratch.hidden.slice0(0, int64_t(ids.size()) - 1);
+    Tensor mtp_logits;
+    model.forward_mtp(mb, hidden, mtp_cache, mtp_logits, scratch);
+    io::write_npy(o.mtp_out, mtp_logits);
+    scratch.keep_hidden = false;
+  }
   std::vector<int32_t> greedy;
   int32_t next = argmax(logits.data<float>() + (logits.dim(0) - 1) * vocab, vocab);
   for (int step = 0; step < o.greedy; ++step) {
@@ -116,6 +133,9 @@ void add_llm_command(CLI::App& app) {
   d->add_option("--ids", opt->ids, "Prompt token ids, comma separated");
   d->add_option("--ids-file", opt->ids_file, "File of prompt token ids (commas or spaces)");
   d->add_option("--out", opt->out, "Output .npy: f32 [n_ids, vocab]")->required();
+  d->add_option("--mtp-out", opt->mtp_out,
+                "Also the MTP module's logits (llm/mtp.h) at positions 0 .. n-2, each given "
+                "the next id: f32 [n_ids - 1, vocab] .npy");
   d->add_option("--greedy", opt->greedy, "Greedy continuation tokens to print as JSON")
       ->check(CLI::NonNegativeNumber);
   d->add_option("--threads", opt->threads, "CPU threads (0: all)");

@@ -1,4 +1,5 @@
-// `parley synth llm --shape qwen3-0.6b --out DIR [--seed N] [--layers N] [--dtype bf16]`: a
+// `parley synth llm --shape qwen3-0.6b --out DIR [--seed N] [--layers N] [--dtype bf16]
+// [--mtp deepseek_v3|mimo]`: a
 // synthetic Hugging Face chat-model directory at a real shape or a tiny test shape (see
 // llm/synth.h), for tests and benchmarks where no real weights can be had.
 #include <chrono>
@@ -17,6 +18,7 @@ void add_synth_llm_subcommand(CLI::App& synth) {
     int64_t layers = 0;
     std::string dtype = "f32";
     std::string out;
+    std::string mtp;
     bool dry_run = false;
   };
   auto opt = std::make_shared<Options>();
@@ -33,6 +35,10 @@ void add_synth_llm_subcommand(CLI::App& synth) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   s->add_option("-o,--out", opt->out, "Directory to write");
+  s->add_option("--mtp", opt->mtp,
+                "Add a multi-token-prediction module in DeepSeek-V3's or XiaomiMiMo's layout "
+                "(llm/mtp.h)")
+      ->check(CLI::IsMember({"deepseek_v3", "mimo"}));
   s->add_flag("--dry-run", opt->dry_run, "Print config.json only");
   s->callback([opt] {
     if (opt->dry_run) {
@@ -45,6 +51,7 @@ void add_synth_llm_subcommand(CLI::App& synth) {
     so.seed = opt->seed;
     so.layers = opt->layers;
     so.dtype = opt->dtype == "bf16" ? DType::bf16 : DType::f32;
+    so.mtp = opt->mtp;
     const auto start = std::chrono::steady_clock::now();
     write_synth_llm(so, opt->out);
     const double seconds =

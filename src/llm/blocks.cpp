@@ -19,7 +19,11 @@ namespace parley {
 
 LayerWeights load_layer(const TensorSource& src, const std::string& prefix, const LlmConfig& c,
                         const FamilySpec& spec, int64_t layer) {
-  const std::string p = prefix + "model.layers." + std::to_string(layer) + ".";
+  return load_layer_at(src, prefix + "model.layers." + std::to_string(layer) + ".", c, spec, layer);
+}
+
+LayerWeights load_layer_at(const TensorSource& src, const std::string& p, const LlmConfig& c,
+                           const FamilySpec& spec, int64_t layer) {
   const int64_t h = c.hidden_size, d = c.head_dim, qd = c.n_heads * d, kvd = c.n_kv_heads * d;
   auto norm = [&](const std::string& name, int64_t n) {
     return spec.norm_plus_one ? src.get_plus_one(p + name + ".weight", {n})

@@ -20,6 +20,10 @@ namespace parley {
 // The tensors of layer `layer` as the family names them (prefix: "" or "language_model.").
 LayerWeights load_layer(const TensorSource& src, const std::string& prefix, const LlmConfig& config,
                         const FamilySpec& spec, int64_t layer);
+// The same under an explicit name prefix (path: "model.mtp_layers.0." for a MiMo MTP layer);
+// `layer` only decides whether it is an MoE layer.
+LayerWeights load_layer_at(const TensorSource& src, const std::string& path,
+                           const LlmConfig& config, const FamilySpec& spec, int64_t layer);
 
 // What every layer of one forward call shares.
 struct StepInputs {

@@ -16,6 +16,7 @@
 #include "llm/blocks.h"
 #include "llm/families/families.h"
 #include "llm/gguf_loader.h"
+#include "llm/mtp.h"
 
 namespace parley {
 
@@ -84,6 +85,7 @@ LlmModel::LlmModel(LlmConfig config, LlmWeights weights)
       host_vector(rope_inv_freq(int(config_.head_dim), config_.rope_local_base_freq, {}));
   if (device_ != Device::cpu) {
     for (LayerWeights& w : weights_.layers) fuse_projections(w);
+    for (MtpWeights& m : weights_.mtp) fuse_projections(m.block);
     inv_freq_global_ = inv_freq_global_.to(device_);
     inv_freq_local_ = inv_freq_local_.to(device_);
   }
@@ -128,40 +130,39 @@ LlmModel LlmModel::from_source(LlmConfig config, const TensorSource& src,
     w.lm_head = src.get(prefix + "lm_head.weight", {v, h});
   for (int64_t l = 0; l < config.n_layers; ++l)
     w.layers.push_back(load_layer(src, prefix, config, spec, l));
+  w.mtp = load_mtp(src, prefix, config, spec, w.lm_head);
   w.rope_freq_factors = std::move(rope_freq_factors);
   return LlmModel(std::move(config), std::move(w));
 }
 
-void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
-                       ForwardScratch& s) const {
+LlmModel::Staged LlmModel::stage(const Batch& batch, KvCache& cache, ForwardScratch& s) const {
   const LlmConfig& c = config_;
   constexpr int64_t bs = KvCache::kBlockSize;
-  int64_t n_tok = 0;
   // Checked without building messages on the good path: this runs every decode step.
   auto fail = [](const std::string& what) {
     throw Error(ErrorKind::invalid_argument, "[llm forward] " + what);
   };
-  bool decode_step = true;  // every row one token that wants its logits
+  Staged st;
+  st.decode_step = true;
   for (const BatchRow& r : batch.rows) {
     if (r.tokens.empty()) fail("a batch row has no tokens");
     if (r.start_pos < 0) fail("a batch row has a negative start_pos");
     if (int64_t(r.block_table.size()) < KvCache::blocks_for(r.start_pos + int64_t(r.tokens.size())))
       fail("a row's block table does not cover its positions");
-    n_tok += int64_t(r.tokens.size());
-    decode_step = decode_step && r.tokens.size() == 1 && r.want_logits;
+    st.n_tok += int64_t(r.tokens.size());
+    st.decode_step = st.decode_step && r.tokens.size() == 1 && r.want_logits;
   }
-  if (n_tok == 0) fail("empty batch");
+  if (st.n_tok == 0) fail("empty batch");
   if (cache.k(0).device() != device_ || cache.k(0).dtype() != dtype_ || s.pool.device() != device_)
     fail("the KV cache and the scratch must be on the model's device, the cache in its dtype (" +
          std::string(dtype_name(dtype_)) + ")");
   const bool on_host = device_ == Device::cpu;
-  Pool& pool = s.pool;
   Pool& host = on_host ? s.pool : s.host;
   // The step's i32 inputs, staged on the host: ids, positions, slots, the rows whose logits
-  // are returned; on CUDA then the rows' tables (make_paged_tables), all uploaded at once.
-  Tensor ids = host.alloc({n_tok}, DType::i32);
-  Tensor pos = host.alloc({n_tok}, DType::i32);
-  Tensor slots = host.alloc({n_tok}, DType::i32);
+  // are returned.
+  st.ids = host.alloc({st.n_tok}, DType::i32);
+  st.pos = host.alloc({st.n_tok}, DType::i32);
+  st.slots = host.alloc({st.n_tok}, DType::i32);
   s.paged.clear();
   s.logit_rows.clear();
   int64_t t = 0;
@@ -174,46 +175,64 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
         fail("block id " + std::to_string(block) + " outside the cache");
       if (r.tokens[j] < 0 || r.tokens[j] >= c.vocab_size)
         fail("token id " + std::to_string(r.tokens[j]) + " outside the vocabulary");
-      ids.data<int32_t>()[t] = r.tokens[j];
-      pos.data<int32_t>()[t] = p;
-      slots.data<int32_t>()[t] = int32_t(block * bs + p % bs);
+      st.ids.data<int32_t>()[t] = r.tokens[j];
+      st.pos.data<int32_t>()[t] = p;
+      st.slots.data<int32_t>()[t] = int32_t(block * bs + p % bs);
       if (r.logits_all || (r.want_logits && j + 1 == r.tokens.size()))
         s.logit_rows.push_back(int32_t(t));
     }
   }
-  const int64_t n_out = int64_t(s.logit_rows.size());
+  st.n_out = int64_t(s.logit_rows.size());
+  return st;
+}
+
+void LlmModel::upload(Staged& st, ForwardScratch& s) const {
+  const bool on_host = device_ == Device::cpu;
+  Pool& host = on_host ? s.pool : s.host;
+  st.out_rows = host.alloc({std::max<int64_t>(st.n_out, 1)}, DType::i32);
+  std::copy(s.logit_rows.begin(), s.logit_rows.end(), st.out_rows.data<int32_t>());
+  if (on_host) return;
+  // Every i32 input of the step in one host-to-device copy (each copy waits for the stream),
+  // the rows' tables (make_paged_tables) included.
+  make_paged_tables(s.paged, host, host, s.tables);
+  Tensor* parts[] = {&st.ids,          &st.pos,          &st.slots,      &st.out_rows,
+                     &s.tables.tokens, &s.tables.blocks, &s.tables.tiles};
+  int64_t n = 0;
+  for (const Tensor* p : parts) n += p->numel();
+  Tensor staged = host.alloc({n}, DType::i32), on_device = s.pool.alloc({n}, DType::i32);
+  int64_t at = 0;
+  for (const Tensor* p : parts) {
+    std::copy(p->data<int32_t>(), p->data<int32_t>() + p->numel(), staged.data<int32_t>() + at);
+    at += p->numel();
+  }
+  on_device.copy_from(staged);
+  at = 0;
+  for (Tensor* p : parts) {
+    *p = on_device.slice0(at, at + p->numel()).reshape(p->shape());
+    at += p->numel();
+  }
+}
+
+void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
+                       ForwardScratch& s) const {
+  const LlmConfig& c = config_;
+  Staged st = stage(batch, cache, s);
+  const bool on_host = device_ == Device::cpu;
+  Pool& host = on_host ? s.pool : s.host;
+  const int64_t n_out = st.n_out;
   const bool softcap = c.final_logit_softcapping > 0;
-  if (!on_host && decode_step && c.num_experts == 0 && StepGraphs::enabled()) {
-    forward_decode_graph(n_tok, ids, pos, slots, cache, logits, s);
+  s.hidden = Tensor();
+  if (!on_host && st.decode_step && !s.keep_hidden && c.num_experts == 0 && StepGraphs::enabled()) {
+    forward_decode_graph(st.n_tok, st.ids, st.pos, st.slots, cache, logits, s);
   } else {
     // The graph path writes its logit rows into its own input layout; this one stages them.
-    Tensor out_rows = host.alloc({std::max<int64_t>(n_out, 1)}, DType::i32);
-    std::copy(s.logit_rows.begin(), s.logit_rows.end(), out_rows.data<int32_t>());
-    if (!on_host) {
-      // Every i32 input of the step in one host-to-device copy (each copy waits for the stream).
-      make_paged_tables(s.paged, host, host, s.tables);
-      Tensor* parts[] = {
-          &ids, &pos, &slots, &out_rows, &s.tables.tokens, &s.tables.blocks, &s.tables.tiles};
-      int64_t n = 0;
-      for (const Tensor* p : parts) n += p->numel();
-      Tensor staged = host.alloc({n}, DType::i32), on_device = pool.alloc({n}, DType::i32);
-      int64_t at = 0;
-      for (const Tensor* p : parts) {
-        std::copy(p->data<int32_t>(), p->data<int32_t>() + p->numel(), staged.data<int32_t>() + at);
-        at += p->numel();
-      }
-      on_device.copy_from(staged);
-      at = 0;
-      for (Tensor* p : parts) {
-        *p = on_device.slice0(at, at + p->numel()).reshape(p->shape());
-        at += p->numel();
-      }
-    }
+    upload(st, s);
     const bool keep_on_device = !on_host && s.logits_on_device && !softcap;
-    Tensor dev_logits = pool.alloc({n_out, c.vocab_size}, DType::f32);
+    Tensor dev_logits = s.pool.alloc({n_out, c.vocab_size}, DType::f32);
     logits = on_host || keep_on_device ? dev_logits : host.alloc({n_out, c.vocab_size}, DType::f32);
-    const StepInputs step{&pos, &slots, s.paged, on_host ? nullptr : &s.tables};
-    run_device(step, ids, out_rows, cache, pool, host, dev_logits);
+    const StepInputs step{&st.pos, &st.slots, s.paged, on_host ? nullptr : &s.tables};
+    run_device(step, st.ids, st.out_rows, cache, s.pool, host, dev_logits,
+               s.keep_hidden ? &s.hidden : nullptr);
     if (!on_host && !keep_on_device && n_out > 0) logits.copy_from(dev_logits);
   }
   if (softcap && n_out > 0) {
@@ -221,6 +240,27 @@ void LlmModel::forward(const Batch& batch, KvCache& cache, Tensor& logits,
     float* p = logits.data<float>();
     for (int64_t i = 0; i < logits.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);
   }
+}
+
+void LlmModel::forward_mtp(const Batch& batch, const Tensor& hidden, KvCache& cache, Tensor& logits,
+                           ForwardScratch& s, int module) const {
+  check_arg(module >= 0 && module < n_mtp(),
+            "[llm forward_mtp] the model has no MTP module " + std::to_string(module));
+  const LlmConfig& c = config_;
+  check_arg(cache.n_layers() == 1, "[llm forward_mtp] the MTP cache has one layer");
+  Staged st = stage(batch, cache, s);
+  check_arg(hidden.dim(0) == st.n_tok && hidden.dim(1) == c.hidden_size &&
+                hidden.device() == device_ && hidden.dtype() == dtype_,
+            "[llm forward_mtp] the hidden states must be [tokens, hidden] on the model's device");
+  const bool on_host = device_ == Device::cpu;
+  Pool& host = on_host ? s.pool : s.host;
+  upload(st, s);
+  Tensor dev_logits = s.pool.alloc({st.n_out, c.vocab_size}, DType::f32);
+  logits = on_host ? dev_logits : host.alloc({st.n_out, c.vocab_size}, DType::f32);
+  const StepInputs step{&st.pos, &st.slots, s.paged, on_host ? nullptr : &s.tables};
+  run_mtp_device(weights_.mtp[size_t(module)], step, st.ids, hidden, st.out_rows, cache, s.pool,
+                 host, dev_logits);
+  if (!on_host && st.n_out > 0) logits.copy_from(dev_logits);
 }
 
 void LlmModel::forward_decode_graph(int64_t n_rows, const Tensor& ids, const Tensor& pos,
@@ -292,7 +332,8 @@ void LlmModel::forward_decode_graph(int64_t n_rows, const Tensor& ids, const Ten
 }
 
 void LlmModel::run_device(const StepInputs& step, const Tensor& ids, const Tensor& out_rows,
-                          KvCache& cache, Pool& pool, Pool& host, Tensor& dev_logits) const {
+                          KvCache& cache, Pool& pool, Pool& host, Tensor& dev_logits,
+                          Tensor* hidden_out) const {
   const LlmConfig& c = config_;
   const FamilySpec spec = family_spec(c);
   const int64_t n_tok = ids.dim(0), n_out = dev_logits.dim(0);
@@ -321,6 +362,14 @@ void LlmModel::run_device(const StepInputs& step, const Tensor& ids, const Tenso
     else
       add(h, y, h);
   }
+  if (hidden_out) {
+    if (!weights_.mtp.empty() && weights_.mtp[0].hidden_before_final_norm) {
+      *hidden_out = h;
+    } else {
+      *hidden_out = pool.alloc({n_tok, h_dim}, dtype_);
+      rms_norm(h, weights_.final_norm, c.rms_norm_eps, *hidden_out);
+    }
+  }
   if (n_out == 0) return;
   const bool on_host = device_ == Device::cpu;
   // The rows that want logits, gathered (the embedding op over h), normed, projected.
@@ -344,6 +393,50 @@ void LlmModel::run_device(const StepInputs& step, const Tensor& ids, const Tenso
     opt.trans_b = true;
     matmul(normed, weights_.lm_head, dev_logits, opt);
   }
+}
+
+void LlmModel::run_mtp_device(const MtpWeights& m, const StepInputs& step, const Tensor& ids,
+                              const Tensor& hidden, const Tensor& out_rows, KvCache& cache,
+                              Pool& pool, Pool& host, Tensor& dev_logits) const {
+  const LlmConfig& c = config_;
+  const FamilySpec spec = family_spec(c);
+  const int64_t n_tok = ids.dim(0), n_out = dev_logits.dim(0), h_dim = c.hidden_size;
+  const float eps = c.rms_norm_eps;
+  // x = proj_embed norm_embed(e) + proj_hidden norm_hidden(h), e zeroed at position 0.
+  Tensor e = pool.alloc({n_tok, h_dim}, dtype_);
+  embedding(weights_.embed, ids, e);
+  for (const PagedRow& r : step.rows)
+    if (r.start_pos == 0) {
+      Tensor first = e.slice0(r.q_begin, r.q_begin + 1);
+      scale(first, 0.0f, first);
+    }
+  Tensor en = pool.alloc({n_tok, h_dim}, dtype_), hn = pool.alloc({n_tok, h_dim}, dtype_);
+  rms_norm(e, m.norm_embed, eps, en);
+  rms_norm(hidden, m.norm_hidden, eps, hn);
+  Tensor x = pool.alloc({n_tok, h_dim}, dtype_);
+  MatmulOptions opt;
+  opt.trans_b = true;
+  matmul(en, m.proj_embed, x, opt);
+  opt.beta = 1.0f;
+  matmul(hn, m.proj_hidden, x, opt);
+  // The base family's decoder layer over the module's own cache layer.
+  const LayerWeights& w = m.block;
+  Tensor a = pool.alloc({n_tok, h_dim}, dtype_), y = pool.alloc({n_tok, h_dim}, dtype_);
+  rms_norm(x, w.attn_norm, eps, a);
+  attention_block(c, spec, w, 0, a, step, inv_freq_global_, cache, pool, y);
+  add_rms_norm(x, y, w.mlp_norm, eps, a);
+  if (w.router.defined())
+    moe_block(c, spec, w, a, pool, host, y);
+  else
+    mlp_block(spec, w, a, pool, y);
+  add(x, y, x);
+  if (n_out == 0) return;
+  Tensor sel = pool.alloc({n_out, h_dim}, dtype_), normed = pool.alloc({n_out, h_dim}, dtype_);
+  embedding(x, out_rows.slice0(0, n_out), sel);
+  rms_norm(sel, m.final_norm, eps, normed);
+  MatmulOptions head;
+  head.trans_b = true;
+  matmul(normed, m.head, dev_logits, head);
 }
 
 }  // namespace parley

@@ -58,6 +58,12 @@ struct ForwardScratch {
   // PARLEY_CUDA_GRAPHS=0 runs every step eagerly.
   StepGraphs graphs;
   Tensor graph_input, graph_logits;
+  // keep_hidden: forward() also leaves every new token's hidden state in `hidden` ([T, H] in
+  // the batch's token order, on the model's device, valid until the next forward): the state
+  // the model's first MTP module reads (after or before model.norm, MtpWeights). Decode steps
+  // then run without graphs.
+  bool keep_hidden = false;
+  Tensor hidden;
 };
 
 struct LlmLoadOptions {
@@ -90,15 +96,38 @@ class LlmModel {
   // scratch must be on the model's device (the cache in its dtype).
   void forward(const Batch& batch, KvCache& cache, Tensor& logits, ForwardScratch& scratch) const;
 
+  // The checkpoint's MTP modules (llm/mtp.h); 0: none.
+  int n_mtp() const { return int(weights_.mtp.size()); }
+  // MTP module `module` over a batch whose row tokens are the tokens after the target's
+  // (row token j at position start_pos + j is token i + 1 of the target's position i =
+  // start_pos + j), `hidden` [T, H] the target's hidden states at those positions
+  // (ForwardScratch::hidden, rows in the batch's token order). Writes the module's keys and
+  // values into `cache` (mtp_cache_config's one layer, the target's block tables) and
+  // returns logits as forward() does: of the token two after each position asked for.
+  void forward_mtp(const Batch& batch, const Tensor& hidden, KvCache& cache, Tensor& logits,
+                   ForwardScratch& scratch, int module = 0) const;
+
  private:
+  // A batch's i32 inputs staged on the host (and uploaded for an eager step).
+  struct Staged {
+    Tensor ids, pos, slots, out_rows;
+    int64_t n_tok = 0, n_out = 0;
+    bool decode_step = false;  // every row one token that wants its logits
+  };
+  Staged stage(const Batch& batch, KvCache& cache, ForwardScratch& s) const;
+  void upload(Staged& st, ForwardScratch& s) const;  // CUDA: every input in one copy
+  void run_mtp_device(const MtpWeights& m, const StepInputs& step, const Tensor& ids,
+                      const Tensor& hidden, const Tensor& out_rows, KvCache& cache, Pool& pool,
+                      Pool& host, Tensor& dev_logits) const;
   // A decode step through ForwardScratch::graphs (forward's inputs staged on the host).
   void forward_decode_graph(int64_t n_rows, const Tensor& ids, const Tensor& pos,
                             const Tensor& slots, KvCache& cache, Tensor& logits,
                             ForwardScratch& s) const;
   // The device work of a forward: ids (i32 [T]) to dev_logits (f32 [n_out, vocab]) of the
   // tokens out_rows names; the step's other inputs on the model's device.
+  // hidden_out: every token's hidden state as ForwardScratch::hidden holds it.
   void run_device(const StepInputs& step, const Tensor& ids, const Tensor& out_rows, KvCache& cache,
-                  Pool& pool, Pool& host, Tensor& dev_logits) const;
+                  Pool& pool, Pool& host, Tensor& dev_logits, Tensor* hidden_out = nullptr) const;
 
   LlmConfig config_;
   LlmWeights weights_;

@@ -230,6 +230,7 @@ void write_synth_llm(const LlmSynthOptions& o, const std::string& dir) {
             "[synth llm] dtype must be f32 or bf16");
   json j = json::parse(llm_synth_config_json(o.shape, o.layers));
   j["torch_dtype"] = o.dtype == DType::f32 ? "float32" : "bfloat16";
+  if (!o.mtp.empty()) j["num_nextn_predict_layers"] = 1;
   const std::string text = j.dump(2) + "\n";
   const LlmConfig c = parse_llm_config(text, "synth " + o.shape);
   const FamilySpec spec = family_spec(c);
@@ -240,8 +241,8 @@ void write_synth_llm(const LlmSynthOptions& o, const std::string& dir) {
   w.add("model.embed_tokens.weight", {c.vocab_size, h}, 0.0f, embed_half);
   w.add("model.norm.weight", {h}, norm_center, 0.1f);
   if (!c.tie_word_embeddings) w.add("lm_head.weight", {c.vocab_size, h}, 0.0f, embed_half);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+  // A decoder layer under prefix p (layer l decides MoE or dense).
+  auto layer = [&](const std::string& p, int64_t l) {
     auto norm = [&](const std::string& name, int64_t n) {
       w.add(p + name + ".weight", {n}, norm_center, 0.1f);
     };
@@ -266,7 +267,7 @@ void write_synth_llm(const LlmSynthOptions& o, const std::string& dir) {
       w.linear(p + "mlp.gate_proj.weight", c.intermediate_size, h);
       w.linear(p + "mlp.up_proj.weight", c.intermediate_size, h);
       w.linear(p + "mlp.down_proj.weight", h, c.intermediate_size);
-      continue;
+      return;
     }
     w.linear(p + "mlp.gate.weight", c.num_experts, h);
     for (int64_t e = 0; e < c.num_experts; ++e) {
@@ -275,6 +276,26 @@ void write_synth_llm(const LlmSynthOptions& o, const std::string& dir) {
       w.linear(q + "up_proj.weight", c.moe_intermediate_size, h);
       w.linear(q + "down_proj.weight", h, c.moe_intermediate_size);
     }
+  };
+  for (int64_t l = 0; l < c.n_layers; ++l) layer("model.layers." + std::to_string(l) + ".", l);
+  // An MTP module (llm/mtp.h) in DeepSeek-V3's or MiMo's layout.
+  if (o.mtp == "deepseek_v3") {
+    const std::string p = "model.layers." + std::to_string(c.n_layers) + ".";
+    layer(p, c.n_layers);
+    w.add(p + "enorm.weight", {h}, 1.0f, 0.1f);
+    w.add(p + "hnorm.weight", {h}, 1.0f, 0.1f);
+    w.linear(p + "eh_proj.weight", h, 2 * h);
+    w.add(p + "shared_head.norm.weight", {h}, 1.0f, 0.1f);
+    w.add(p + "shared_head.head.weight", {c.vocab_size, h}, 0.0f, embed_half);
+  } else if (o.mtp == "mimo") {
+    const std::string p = "model.mtp_layers.0.";
+    layer(p, 0);
+    w.add(p + "token_layernorm.weight", {h}, 1.0f, 0.1f);
+    w.add(p + "hidden_layernorm.weight", {h}, 1.0f, 0.1f);
+    w.linear(p + "input_proj.weight", h, 2 * h);
+    w.add(p + "final_layernorm.weight", {h}, 1.0f, 0.1f);
+  } else {
+    check_arg(o.mtp.empty(), "[synth llm] --mtp must be deepseek_v3 or mimo, not " + o.mtp);
   }
   // Gemma's post_attention_layernorm is the sandwich norm (its MLP norm is
   // pre_feedforward_layernorm), so add it when the family has both.

@@ -22,6 +22,7 @@ struct LlmSynthOptions {
   uint64_t seed = 0;
   int64_t layers = 0;        // 0: the shape's own layer count
   DType dtype = DType::f32;  // stored dtype: f32 or bf16
+  std::string mtp;           // "deepseek_v3" or "mimo": an MTP module in that layout (llm/mtp.h)
 };
 
 std::vector<std::string> llm_synth_shape_names();

@@ -43,13 +43,37 @@ struct LayerWeights {
   Tensor qkv, qkv_bias, gate_up;
 };
 
+// A multi-token-prediction (MTP) module: one more decoder layer that predicts the token
+// after next from the target's hidden state at position i and the embedding of token i + 1
+// (DeepSeek-V3's MTP module as vLLM runs it to draft for speculative decoding). The two
+// layouts parley reads (llm/mtp.h says which tensors): DeepSeek-V3's (also GLM-4.5's),
+// model.layers.{n_layers}.{enorm, hnorm, eh_proj, shared_head.norm, shared_head.head}, and
+// XiaomiMiMo's, model.mtp_layers.{i}.{token_layernorm, hidden_layernorm, input_proj,
+// final_layernorm}; the decoder layer is the base family's.
+enum class MtpLayout { deepseek_v3, mimo };
+struct MtpWeights {
+  MtpLayout layout = MtpLayout::deepseek_v3;
+  Tensor norm_embed, norm_hidden;  // [H]: RMSNorm of the embedding and of the target's hidden
+  // The [H, 2H] projection of [embedding ; hidden] (MiMo: [hidden ; embedding]) as its two
+  // [H, H] column halves: proj(cat(e, h)) = proj_embed e + proj_hidden h.
+  Tensor proj_embed, proj_hidden;
+  LayerWeights block;
+  Tensor final_norm;  // [H] before the head
+  Tensor head;        // [V, H]: DeepSeek-V3's own shared_head.head, else the target's lm_head
+  // The hidden state it reads: the target's after model.norm (DeepSeek-V3: vLLM feeds the
+  // model's normed output) or before it (MiMo: vLLM's MiMo model returns the residual stream
+  // and norms in compute_logits).
+  bool hidden_before_final_norm = false;
+};
+
 struct LlmWeights {
   Tensor embed;               // [V, H]
   Tensor final_norm;          // [H]
   Tensor lm_head;             // [V, H]; the embedding itself when tied
   QuantMatrix lm_head_quant;  // [V, H] in a GGUF's blocks (tied: the embedding's), rows 0: none
   std::vector<LayerWeights> layers;
-  Tensor rope_freq_factors;  // [D/2] divisors of the global inv_freq (a GGUF's rope_freqs)
+  Tensor rope_freq_factors;     // [D/2] divisors of the global inv_freq (a GGUF's rope_freqs)
+  std::vector<MtpWeights> mtp;  // the checkpoint's MTP modules (none: empty)
 };
 
 // Where a family's loader takes tensors from: every tensor of the model's safetensors
