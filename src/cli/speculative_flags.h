@@ -21,9 +21,10 @@ struct SpeculativeFlags {
 inline void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f) {
   cmd->add_option("--speculative", f.method,
                   "Speculative decoding: none, ngram (prompt lookup), suffix (suffix decoding "
-                  "over the request and earlier outputs) or draft (--draft-model's greedy "
-                  "guesses); output is unchanged")
-      ->check(CLI::IsMember({"none", "ngram", "suffix", "draft"}))
+                  "over the request and earlier outputs), draft (--draft-model's greedy "
+                  "guesses) or mtp (the checkpoint's multi-token-prediction module, one token "
+                  "a step); output is unchanged")
+      ->check(CLI::IsMember({"none", "ngram", "suffix", "draft", "mtp"}))
       ->capture_default_str();
   cmd->add_option("--draft-model", f.draft_model,
                   "A smaller chat model with the same tokenizer, for --speculative draft (and "

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/ops/embedding.h"
 #include "grammar/constraint.h"
+#include "llm/mtp.h"
 #include "sampling/stop_matcher.h"
 #include "serving/verifier.h"
 
@@ -121,6 +123,9 @@ struct LlmEngine::Active {
     std::unique_ptr<Proposer> proposer;  // null without speculative decoding
     std::vector<float> draft_probs;      // a draft model's q of the current drafts (sampled)
     std::unique_ptr<TokenConstraint> constraint;  // the request's grammar, one per choice
+    // The MTP module's draft for the token after the sequence's mtp_len tokens (-1: none).
+    int32_t mtp_next = -1;
+    size_t mtp_len = 0;
     std::optional<StreamDecoder> decoder;
     StopMatcher stops;
     ChoiceOutput out;
@@ -166,6 +171,11 @@ LlmEngine::LlmEngine(const LlmModel& model, const Tokenizer& tokenizer, LlmEngin
   }
   check_arg(options_.speculative.method != SpecMethod::draft || draft_,
             "speculative: the draft method needs a draft model (--draft-model)");
+  if (model.n_mtp() > 0)
+    mtp_cache_ = std::make_unique<KvCache>(mtp_cache_config(model.config()), cache_.n_blocks(),
+                                           model.device(), model.dtype());
+  check_arg(options_.speculative.method != SpecMethod::mtp || mtp_cache_,
+            "speculative: the mtp method needs a model with an MTP module");
   if (!options_.trace_path.empty()) trace_ = std::make_unique<ChromeTrace>(options_.trace_path);
   publish_stats();
 }
@@ -245,6 +255,8 @@ void LlmEngine::submit(const GenerateRequest& request, TokenCallback on_token, D
   validate(a->spec);
   check_arg(a->spec.method != SpecMethod::draft || draft_,
             "speculative: the draft method needs a draft model (the server's --draft-model)");
+  check_arg(a->spec.method != SpecMethod::mtp || mtp_cache_,
+            "speculative: the mtp method needs a model with an MTP module");
   a->on_token = std::move(on_token);
   a->on_done = std::move(on_done);
   a->cancel = std::move(cancel);
@@ -416,10 +428,11 @@ void LlmEngine::propose_drafts() {
     const bool constrained = a.choices[0].constraint != nullptr;
     if (!g->forked() || (!a.spec.enabled() && !constrained)) continue;
     const bool by_draft = a.spec.method == SpecMethod::draft && draft_;
+    const bool by_mtp = a.spec.method == SpecMethod::mtp && a.spec.enabled() && mtp_cache_;
     for (size_t i = 0; i < g->seqs.size(); ++i) {
       Sequence& s = g->seqs[i];
       Active::Choice& c = a.choices[i];
-      if ((!c.proposer && !by_draft && !constrained) || s.finished ||
+      if ((!c.proposer && !by_draft && !by_mtp && !constrained) || s.finished ||
           c.out.finish != ChoiceFinish::none || !pool_.has_request(s.id) ||
           pool_.num_computed(s.id) + 1 != int64_t(s.tokens.size()))
         continue;
@@ -432,6 +445,10 @@ void LlmEngine::propose_drafts() {
         continue;
       }
       const int k = int(std::min<int64_t>(a.spec.num_tokens, left - 1));
+      if (by_mtp) {  // one token: the module's guess after the last forward
+        if (k > 0 && c.mtp_next >= 0 && c.mtp_len == s.tokens.size()) s.draft.push_back(c.mtp_next);
+        continue;
+      }
       if (k <= 0 || (!c.proposer && !by_draft)) continue;
       if (by_draft) {
         const SamplingParams& sp = c.sampler->params();
@@ -491,6 +508,14 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     batch_.rows.push_back(
         {tokens, int32_t(r.start), pool_.block_table(s.id), r.logits, /*logits_all=*/r.drafts > 0});
   }
+  // Requests drafting with the MTP module need the hidden states of their positions.
+  scratch_.keep_hidden = false;
+  if (mtp_cache_)
+    for (const ScheduledRow& r : rows) {
+      const Active& a = *static_cast<const Active*>(r.group->user);
+      scratch_.keep_hidden = scratch_.keep_hidden || (a.spec.method == SpecMethod::mtp &&
+                                                      a.spec.enabled() && a.group.n == 1);
+    }
   const Clock::time_point f0 = Clock::now();
   prefetch_masks(rows);
   try {
@@ -586,7 +611,11 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     }
     verify_rows(verify);
   }
-  if (picks.empty() && checks.empty()) return;
+  std::vector<int64_t> taken_by_row(rows.size(), -1);
+  if (picks.empty() && checks.empty()) {
+    run_mtp(rows, taken_by_row);
+    return;
+  }
   const Clock::time_point now = Clock::now();
   if (trace_)
     trace_->span("sample", f1, now, 1, {{"rows", picks.size()}, {"verify_rows", checks.size()}});
@@ -636,6 +665,57 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
       pool_.commit(s.id, r.start + taken);
       pool_.rollback(s.id);
     }
+    taken_by_row[size_t(&r - rows.data())] = taken;
+  }
+  run_mtp(rows, taken_by_row);
+}
+
+void LlmEngine::run_mtp(std::span<const ScheduledRow> rows, std::span<const int64_t> taken) {
+  if (!scratch_.keep_hidden || !scratch_.hidden.defined()) return;
+  Batch batch;
+  std::vector<int32_t> index;  // each MTP token's row in the forward's hidden states
+  std::vector<Active::Choice*> drafting;
+  int64_t t0 = 0;
+  for (size_t i = 0; i < rows.size(); t0 += rows[i].length, ++i) {
+    const ScheduledRow& r = rows[i];
+    Active& a = *static_cast<Active*>(r.group->user);
+    if (a.spec.method != SpecMethod::mtp || !a.spec.enabled() || a.group.n != 1 || a.failed)
+      continue;
+    const Sequence& s = r.group->seqs[size_t(r.seq)];
+    if (s.finished || !pool_.has_request(s.id)) continue;
+    // The positions this forward committed whose next token is known: a verify row's kept
+    // ones, a prompt chunk's or decode row's all (the last one's next is the sampled token).
+    const int64_t n = std::min<int64_t>(taken[i] >= 0 ? taken[i] : r.length,
+                                        int64_t(s.tokens.size()) - 1 - r.start);
+    if (n <= 0) continue;
+    const bool latest = r.start + n + 1 == int64_t(s.tokens.size());
+    batch.rows.push_back({std::span(s.tokens).subspan(size_t(r.start + 1), size_t(n)),
+                          int32_t(r.start), pool_.block_table(s.id), latest, false});
+    for (int64_t j = 0; j < n; ++j) index.push_back(int32_t(t0 + j));
+    if (latest) {
+      Active::Choice& c = a.choices[size_t(r.seq)];
+      c.mtp_next = -1;
+      c.mtp_len = s.tokens.size();
+      drafting.push_back(&c);
+    }
+  }
+  if (batch.rows.empty()) return;
+  const int64_t n = int64_t(index.size()), h = model_.config().hidden_size;
+  Tensor idx_host = scratch_.host.alloc({n}, DType::i32);
+  std::copy(index.begin(), index.end(), idx_host.data<int32_t>());
+  Tensor idx = idx_host;
+  if (model_.device() != Device::cpu) {
+    idx = scratch_.pool.alloc({n}, DType::i32);
+    idx.copy_from(idx_host);
+  }
+  Tensor hidden = scratch_.pool.alloc({n, h}, model_.dtype());
+  embedding(scratch_.hidden, idx, hidden);  // gathers the rows
+  Tensor logits;
+  model_.forward_mtp(batch, hidden, *mtp_cache_, logits, scratch_);
+  const int64_t vocab = logits.dim(1);
+  for (size_t k = 0; k < drafting.size(); ++k) {
+    const float* row = logits.data<float>() + int64_t(k) * vocab;
+    drafting[k]->mtp_next = int32_t(std::max_element(row, row + vocab) - row);
   }
 }
 

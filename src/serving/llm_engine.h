@@ -249,6 +249,12 @@ class LlmEngine {
   // built on the first constrained request.
   std::shared_ptr<const TokenTrie> token_trie_;  // the vocabulary's bytes, for grammar masks
   std::unique_ptr<MaskPrefetch> mask_prefetch_;  // with the first constrained request
+  // The MTP module's one-layer KV under the target's block tables (a model with one).
+  std::unique_ptr<KvCache> mtp_cache_;
+  // After a forward: the MTP module over the positions it committed for requests drafting
+  // with it (their hidden states in scratch_), and each one's next draft. taken: per row,
+  // the tokens a verify row kept (-1: not a verify row).
+  void run_mtp(std::span<const ScheduledRow> rows, std::span<const int64_t> taken);
   // Starts the masks of the rows' constrained choices beside the forward pass (if enabled).
   void prefetch_masks(std::span<const ScheduledRow> rows);
   Tensor logits_;

@@ -11,6 +11,7 @@ std::string_view to_string(SpecMethod m) {
     case SpecMethod::ngram: return "ngram";
     case SpecMethod::suffix: return "suffix";
     case SpecMethod::draft: return "draft";
+    case SpecMethod::mtp: return "mtp";
     case SpecMethod::none: break;
   }
   return "none";
@@ -21,8 +22,11 @@ SpecMethod parse_spec_method(std::string_view s) {
   if (s == "ngram" || s == "prompt_lookup") return SpecMethod::ngram;
   if (s == "suffix") return SpecMethod::suffix;
   if (s == "draft" || s == "draft_model") return SpecMethod::draft;
-  throw Error(ErrorKind::invalid_argument,
-              "speculative: unknown method '" + std::string(s) + "' (none, ngram, suffix, draft)");
+  // vLLM's names: mtp, and the older per-family deepseek_mtp / mimo_mtp / glm4_moe_mtp.
+  if (s == "mtp" || s == "deepseek_mtp" || s == "mimo_mtp" || s == "glm4_moe_mtp")
+    return SpecMethod::mtp;
+  throw Error(ErrorKind::invalid_argument, "speculative: unknown method '" + std::string(s) +
+                                               "' (none, ngram, suffix, draft, mtp)");
 }
 
 void validate(const SpeculativeConfig& c) {
@@ -241,6 +245,7 @@ std::unique_ptr<Proposer> make_proposer(const SpeculativeConfig& config, SuffixC
     case SpecMethod::ngram: return std::make_unique<NgramProposer>(config, prediction);
     case SpecMethod::suffix: return std::make_unique<SuffixProposer>(config, cache, ns, prediction);
     case SpecMethod::draft:  // the engine's DraftRunner
+    case SpecMethod::mtp:    // the engine's MTP pass
     case SpecMethod::none: break;
   }
   return nullptr;

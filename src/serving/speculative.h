@@ -37,8 +37,9 @@
 
 namespace parley {
 
-enum class SpecMethod { none, ngram, suffix, draft };
-std::string_view to_string(SpecMethod m);          // "none", "ngram", "suffix", "draft"
+// mtp: the checkpoint's multi-token-prediction module (llm/mtp.h) drafts one token.
+enum class SpecMethod { none, ngram, suffix, draft, mtp };
+std::string_view to_string(SpecMethod m);          // "none", "ngram", "suffix", "draft", "mtp"
 SpecMethod parse_spec_method(std::string_view s);  // throws Error(invalid_argument)
 
 struct SpeculativeConfig {

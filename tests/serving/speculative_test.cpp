@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 
+#include "llm/synth.h"
 #include "serving/kv_pool.h"
 #include "serving/llm_engine.h"
 #include "serving/serving_test_util.h"
@@ -537,6 +538,119 @@ INSTANTIATE_TEST_SUITE_P(Methods, SpeculativeEngine,
                          ::testing::Values(SpecMethod::ngram, SpecMethod::suffix,
                                            SpecMethod::draft),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+// The mtp method on synthetic checkpoints with an MTP module in each layout (llm/mtp.h): every
+// answer, greedy and sampled, equals its plain run (tokens, logprobs, top alternatives) alone
+// and four together; the module drafts at every step after the prompt's; every block is given
+// back. (Random weights: the drafts are almost all rejected; acceptance needs a trained head.)
+TEST(SpeculativeEngine, MtpDraftsLeaveAnswersAsTheyWere) {
+  test::TempDir dir("mtp_engine");
+  const Tokenizer tok = Tokenizer::from_file(std::string(PARLEY_TEST_DATA) + "/llm/tokenizer.json");
+  for (auto [shape, layout] : {std::pair{"tiny-qwen3", "deepseek_v3"}, {"tiny-qwen2", "mimo"}}) {
+    LlmSynthOptions so;
+    so.shape = shape;
+    so.seed = 2;
+    so.mtp = layout;
+    const std::string folder = (dir.path() / layout).string();
+    write_synth_llm(so, folder);
+    const LlmModel m = LlmModel::load(folder);
+    std::vector<GenerateRequest> reqs;
+    for (int i = 0; i < 4; ++i) {
+      GenerateRequest r;
+      r.prompt = test::tokens(20 + 7 * i, i + 1, m.config().vocab_size);
+      r.params.temperature = i % 2 ? 0.8f : 0.0f;
+      r.params.seed = uint64_t(i);
+      r.params.max_tokens = 24;
+      r.params.logprobs = true;
+      r.params.top_logprobs = 2;
+      reqs.push_back(r);
+    }
+    std::vector<GenerateResult> want;
+    {
+      LlmEngine e(m, tok, engine_options());
+      for (const GenerateRequest& r : reqs) want.push_back(e.generate(r));
+    }
+    LlmEngineOptions o = engine_options();
+    o.speculative = spec(SpecMethod::mtp, 1);
+    for (size_t i = 0; i < reqs.size(); ++i) {  // alone
+      LlmEngine e(m, tok, o);
+      expect_same(e.generate(reqs[i]), want[i],
+                  std::string(layout) + " alone " + std::to_string(i));
+      // Every decode step after the first carried the module's draft (or ended the answer).
+      EXPECT_GE(e.stats().spec_draft_tokens + 1, uint64_t(want[i].completion_tokens) - 1) << layout;
+      EXPECT_EQ(e.stats().kv.blocks_used, 0);
+    }
+    LlmEngine e(m, tok, o);  // together
+    std::vector<GenerateResult> got(reqs.size());
+    int done = 0;
+    for (size_t i = 0; i < reqs.size(); ++i)
+      e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
+        if (err) std::rethrow_exception(err);
+        got[i] = std::move(*r);
+        ++done;
+      });
+    while (done < int(reqs.size())) ASSERT_TRUE(e.step());
+    for (size_t i = 0; i < reqs.size(); ++i)
+      expect_same(got[i], want[i], std::string(layout) + " together " + std::to_string(i));
+    EXPECT_GT(e.stats().spec_draft_tokens, 40u) << layout;
+    EXPECT_EQ(e.stats().kv.blocks_used, 0);
+    std::cout << layout << ": " << e.stats().spec_accepted_tokens << " of "
+              << e.stats().spec_draft_tokens << " MTP drafts accepted (random weights)\n";
+  }
+  // A model without a module refuses the method.
+  LlmEngineOptions o = engine_options();
+  o.speculative = spec(SpecMethod::mtp, 1);
+  EXPECT_THROW(LlmEngine(test::tiny_llama().model, test::tiny_llama().tokenizer, o), Error);
+}
+
+// A hand-made module that guesses "the next token repeats this one" (its projection passes
+// the embedding through, its decoder layer adds nothing, its head is the embedding): a
+// random model's greedy answers repeat a token now and then, and there these drafts are
+// accepted. The
+// accepted path (verify rows keeping several positions, the module run over them) leaves
+// every answer as it was.
+TEST(SpeculativeEngine, AcceptedMtpDraftsLeaveAnswersAsTheyWere) {
+  test::TempDir dir("mtp_copy");
+  const Tokenizer tok = Tokenizer::from_file(std::string(PARLEY_TEST_DATA) + "/llm/tokenizer.json");
+  LlmSynthOptions so;
+  so.shape = "tiny-qwen3";
+  so.mtp = "deepseek_v3";
+  write_synth_llm(so, (dir.path() / "m").string());
+  const LlmModel loaded = LlmModel::load((dir.path() / "m").string());
+  LlmWeights w = loaded.weights();
+  MtpWeights& mt = w.mtp[0];
+  const int64_t h = loaded.config().hidden_size;
+  mt.proj_embed = Tensor::zeros({h, h}, DType::f32);
+  for (int64_t i = 0; i < h; ++i) mt.proj_embed.data<float>()[i * h + i] = 1.0f;
+  mt.proj_hidden = Tensor::zeros({h, h}, DType::f32);
+  mt.block.o = Tensor::zeros(mt.block.o.shape(), DType::f32);
+  mt.block.down = Tensor::zeros(mt.block.down.shape(), DType::f32);
+  mt.final_norm = Tensor::empty({h}, DType::f32);
+  std::fill_n(mt.final_norm.data<float>(), h, 1.0f);
+  mt.head = w.embed;
+  const LlmModel m(loaded.config(), w);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    GenerateRequest r;
+    r.prompt = test::tokens(12 + 5 * i, 10 + i, m.config().vocab_size);
+    r.params.temperature = 0;
+    r.params.max_tokens = 40;
+    r.params.logprobs = true;
+    reqs.push_back(r);
+  }
+  LlmEngineOptions o = engine_options();
+  LlmEngine plain(m, tok, o);
+  o.speculative = spec(SpecMethod::mtp, 1);
+  LlmEngine e(m, tok, o);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    expect_same(e.generate(reqs[i]), plain.generate(reqs[i]), "copy head " + std::to_string(i));
+  EXPECT_GT(e.stats().spec_accepted_tokens, 0u);  // 4 of 148 here: repeats are rare
+  EXPECT_LT(e.stats().forwards, plain.stats().forwards);
+  EXPECT_EQ(e.stats().kv.blocks_used, 0);
+  std::cout << e.stats().spec_accepted_tokens << " of " << e.stats().spec_draft_tokens
+            << " drafts accepted, " << e.stats().forwards << " forwards against "
+            << plain.stats().forwards << "\n";
+}
 
 // disable_by_batch_size: no drafts while that many sequences decode together; drafts again
 // once fewer are left; the answers as without speculation either way.
