@@ -40,13 +40,18 @@ std::shared_ptr<ByteAutomaton> compile_grammar(const GrammarSpec& spec);
 // The vocabulary's token bytes as a trie, in preorder, walked through an automaton's cached
 // transitions. The "text slice" is precomputed: the tokens that are whole UTF-8 characters
 // other than '"', '\\', U+0000-U+001F and U+007F, at most 16 of them (ordinary text, 95% of
-// Qwen3's vocabulary), as bitsets by number of characters and by first byte. From a state
-// where the text characters lead to one same state T but for a few exceptions, and each
-// step on from T is uniform (inside a JSON string, bounded or not; a key being written beside
-// declared ones; free text), a slice token of n characters whose first is not an exception
-// is allowed exactly when the state n - 1 steps after T is alive: those bits are ORed in
-// without a walk, and only the tokens that start with an exception and those outside the
-// slice are walked. Other states walk the whole trie (with a Memo of subtrees).
+// Qwen3's vocabulary), as bitsets by number of characters, by first byte and by the
+// characters they hold after their first, and as lists of where each character first occurs
+// after a token's first. A state's text characters split three ways (a Partition): to one
+// state (the most common live one), to nothing (dead), and elsewhere (other). From a state
+// where the first character leads to one state T but for a few others, and each step on
+// from T splits the characters the same way (inside a JSON string, bounded or not, with a
+// pattern or a format; a key being written beside declared ones; free text), a slice token
+// of n characters whose first leads to T and whose later characters all lead on is allowed
+// exactly when the state n - 1 steps after T is alive: those bits are set from the bitsets
+// without a walk. Tokens with a later character that leads elsewhere are stepped one by
+// one from T; tokens that start with another character, and those outside the slice, are
+// walked. Other states walk the whole trie (with a Memo of subtrees).
 class TokenTrie {
  public:
   // token_bytes[id]: the bytes token id adds to the text (empty: never allowed, e.g. special
@@ -54,46 +59,85 @@ class TokenTrie {
   explicit TokenTrie(std::shared_ptr<const std::vector<std::string>> token_bytes);
   size_t vocab() const { return bytes_->size(); }
   const std::string& bytes(int32_t id) const { return (*bytes_)[size_t(id)]; }
+  // How the text characters leave a state: ASCII ones by code (bits of 2 words), the
+  // multi-byte ones as a whole.
+  struct Partition {
+    enum class Way : uint8_t { next, dead, other };
+    int32_t next = ByteAutomaton::kDead;      // the live state most ASCII characters lead to
+    std::array<uint64_t, 2> dead{}, other{};  // ASCII characters to kDead / elsewhere
+    Way multibyte = Way::dead;                // where every multi-byte character leads
+  };
+  static Partition partition(ByteAutomaton& a, int32_t s);
   // What one automaton's walks learn for the next ones: the allowed tokens of each
   // first-byte subtree by the state its first byte leads to (states converge after one
   // byte: an additional key being written, a pattern string), so a walk from a new state
-  // reuses every subtree whose first byte leads where an earlier walk's did.
+  // reuses every subtree whose first byte leads where an earlier walk's did; and each
+  // state's Partition and transition table.
   struct Memo {
     std::unordered_map<uint64_t, std::vector<int32_t>> subtrees;
     size_t ids = 0;  // ids held (the memo starts over past kMaxMemoIds)
-    std::unordered_map<int32_t, int32_t> successors;  // text_successor by state
+    std::unordered_map<int32_t, Partition> partitions;  // by state
+    std::vector<const int32_t*> tables;                 // a.transitions(s) by state s
   };
   // Sets bit id of `bits` (vocab() bits in 32-bit words, cleared by the caller) for every
   // token whose bytes keep `a` alive from state s. memo: a's (null: none).
   void allowed(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, Memo* memo = nullptr) const;
-  // The state every character of the text slice leads to from s (kDead when all die), or
-  // kUnknown when they do not all lead to one state.
-  static int32_t text_successor(ByteAutomaton& a, int32_t s, Memo* memo = nullptr);
   // Whether every multi-byte character leads from s to `to`.
   static bool multibyte_to(ByteAutomaton& a, int32_t s, int32_t to);
 
  private:
+  // An automaton's transition tables, each fetched once (a virtual call) when a memo keeps
+  // them: a walk reads one per trie node that has children.
+  struct Tables {
+    ByteAutomaton& a;
+    std::vector<const int32_t*>* cache;
+    const int32_t* operator()(int32_t s) {
+      if (cache && size_t(s) < cache->size() && (*cache)[size_t(s)]) return (*cache)[size_t(s)];
+      return fetch(s);
+    }
+    const int32_t* fetch(int32_t s);
+  };
   struct Trie {
-    // Node k: its byte, depth (1 for a token's first byte), the node after its subtree, and
-    // the tokens that end there (ids[first[k] .. first[k + 1])).
-    std::vector<uint8_t> byte;
-    std::vector<int32_t> depth, skip, first, ids;
+    // Node k: its byte, depth (1 for a token's first byte), the node after its subtree
+    // (k + 1 when it has no children), and the tokens that end there
+    // (ids[first[k] .. first[k + 1])).
+    struct Node {
+      uint8_t byte;
+      uint16_t depth;
+      int32_t skip;
+    };
+    std::vector<Node> nodes;
+    std::vector<int32_t> first, ids;
     size_t max_depth = 0;
     void build(const std::vector<std::string>& bytes, std::vector<int32_t> order);
-    void walk(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits, Memo* memo) const;
+    void walk(Tables& tables, int32_t s, std::span<uint32_t> bits, Memo* memo) const;
     // emit(id) for the tokens of the sibling subtrees [begin, end) (at one depth) that keep
-    // `a` alive from state s, the state before their first byte.
+    // the automaton alive from state s, the state before their first byte.
     template <class Emit>
-    void walk_range(ByteAutomaton& a, int32_t begin, int32_t end, int32_t s, Emit emit) const;
+    void walk_range(Tables& tables, int32_t begin, int32_t end, int32_t s, Emit emit) const;
     // walk's tokens whose first byte b has first[b] == want.
-    void walk_first(ByteAutomaton& a, int32_t s, std::span<uint32_t> bits,
+    void walk_first(Tables& tables, int32_t s, std::span<uint32_t> bits,
                     const std::array<bool, 256>& first, bool want) const;
   };
+  static constexpr size_t kMultibyte = 128;  // the index of the multi-byte characters
+  // The slice path of allowed(): false (bits untouched) when s does not fit it.
+  bool allowed_slice(ByteAutomaton& a, Tables& tables, int32_t s, std::span<uint32_t> bits,
+                     Memo* memo) const;
   std::shared_ptr<const std::vector<std::string>> bytes_;
   Trie all_, rest_;  // every token; the tokens outside the text slice
   // The text slice's bits: slice_[n] holds its tokens of 1..n characters (0 unused).
   std::vector<std::vector<uint32_t>> slice_;
   std::array<std::vector<uint32_t>, 256> slice_first_;  // the text slice by first byte
+  std::vector<uint32_t> slice_first_multibyte_;         // ... whose first is multi-byte
+  // The same as lists by ASCII first byte (and kMultibyte).
+  std::array<std::vector<int32_t>, kMultibyte + 1> slice_first_ids_;
+  // By ASCII character (and kMultibyte): the slice tokens that hold it after their first
+  // character, as bits and as a list by id with where it first occurs (in characters, 1..15).
+  std::array<std::vector<uint32_t>, kMultibyte + 1> holding_;
+  std::array<std::vector<int32_t>, kMultibyte + 1> holding_ids_;
+  std::array<std::vector<uint8_t>, kMultibyte + 1> holding_at_;
+  // By slice token: the ASCII characters it holds after its first (bit 0: a multi-byte one).
+  std::vector<std::array<uint64_t, 2>> later_;
 };
 
 class TokenConstraint {

@@ -1,6 +1,7 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <array>
 #include <bitset>
 #include <functional>
 #include <map>
@@ -22,6 +23,13 @@ constexpr size_t kMaxStateStacks = 20000;
 
 using ByteClass = std::bitset<256>;
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code point ranges, inclusive
+
+std::array<uint64_t, 4> words_of(const ByteClass& c) {  // byte b: bit b % 64 of word b / 64
+  std::array<uint64_t, 4> w{};
+  for (size_t b = 0; b < 256; ++b)
+    if (c.test(b)) w[b / 64] |= uint64_t(1) << (b % 64);
+  return w;
+}
 
 // One symbol of an alternative: a byte class or a rule.
 struct Sym {
@@ -113,7 +121,7 @@ struct Builder {
   std::vector<bool> defined;
   std::map<std::string, int32_t, std::less<>> by_name;
   std::vector<ByteClass> classes;
-  std::map<std::string, int32_t> class_index;  // bitset text -> class
+  std::map<std::array<uint64_t, 4>, int32_t> class_index;  // the class's bits -> class
 
   int32_t new_rule(std::string name) {
     rules.emplace_back();
@@ -130,14 +138,19 @@ struct Builder {
     return r;
   }
   Sym byte_class(const ByteClass& c) {
-    auto [it, fresh] = class_index.emplace(c.to_string(), int32_t(classes.size()));
+    auto [it, fresh] = class_index.emplace(words_of(c), int32_t(classes.size()));
     if (fresh) classes.push_back(c);
     return {false, it->second};
   }
+  std::unordered_map<uint32_t, int32_t> range_class;  // by lo << 8 | hi
   Sym byte_range(uint8_t lo, uint8_t hi) {
-    ByteClass c;
-    for (int b = lo; b <= hi; ++b) c.set(size_t(b));
-    return byte_class(c);
+    auto [it, fresh] = range_class.emplace(uint32_t(lo) << 8 | hi, 0);
+    if (fresh) {
+      ByteClass c;
+      for (int b = lo; b <= hi; ++b) c.set(size_t(b));
+      it->second = byte_class(c).id;
+    }
+    return {false, it->second};
   }
   Sym rule_of(std::vector<Seq> alts) {
     const int32_t r = new_rule("");
@@ -460,6 +473,8 @@ struct Grammar::Impl {
   std::vector<Element> elems;
   std::vector<std::vector<int32_t>> alts;  // rule -> start positions
   std::vector<ByteClass> classes;
+  // classes[k] as words_of gives them, to visit their bytes by the set bits.
+  std::vector<std::array<uint64_t, 4>> class_words;
   int32_t root = 0;
 
   struct Node {
@@ -468,10 +483,13 @@ struct Grammar::Impl {
   std::vector<Node> nodes;
   std::unordered_map<uint64_t, int32_t> node_index;
   struct Closure {
-    std::vector<int32_t> ready;  // nodes whose next element is a byte class
+    std::vector<int32_t> ready;  // nodes whose next element is a byte class, sorted
     bool accept = false;
   };
-  std::unordered_map<int32_t, Closure> closures;  // by node
+  // By node: its closure's index in closures (-1: not computed). A reference to a closure
+  // lasts until the next closure() call.
+  std::vector<int32_t> closure_of;
+  std::vector<Closure> closures;
   struct State {
     std::vector<int32_t> ready;
     bool accept = false;
@@ -479,8 +497,15 @@ struct Grammar::Impl {
   };
   static constexpr int32_t kUnknown = ByteAutomaton::kUnknown;
   std::vector<State> states;
-  std::unordered_map<std::string, int32_t> state_index;
+  // States by a hash of (ready, accept); states of equal hashes are compared in full.
+  std::unordered_multimap<uint64_t, int32_t> state_index;
   int32_t start_state = kUnknown;
+
+  // Scratch of closure() and fill(), kept so that a transition allocates nothing once they
+  // have grown (most states have 1 to 16 stacks: a transition is a microsecond or less).
+  std::vector<uint32_t> visited;  // by node: the closure that last visited it
+  uint32_t visit = 0;
+  std::vector<int32_t> todo, starts, merged;
 
   int32_t node(int32_t pos, int32_t parent) {
     const uint64_t key = (uint64_t(uint32_t(pos)) << 32) | uint32_t(parent);
@@ -490,15 +515,21 @@ struct Grammar::Impl {
   }
 
   const Closure& closure(int32_t n) {
-    auto it = closures.find(n);
-    if (it != closures.end()) return it->second;
+    if (closure_of.size() <= size_t(n))
+      closure_of.resize(std::max(size_t(n) + 1, nodes.size()) * 2, -1);
+    if (closure_of[size_t(n)] >= 0) return closures[size_t(closure_of[size_t(n)])];
     Closure c;
-    std::vector<int32_t> seen, todo{n};
-    std::unordered_map<int32_t, bool> visited;
+    if (++visit == 0) {  // wrapped: every mark is stale
+      std::fill(visited.begin(), visited.end(), 0);
+      visit = 1;
+    }
+    todo.assign(1, n);
     while (!todo.empty()) {
       const int32_t k = todo.back();
       todo.pop_back();
-      if (!visited.emplace(k, true).second) continue;
+      if (visited.size() <= size_t(k)) visited.resize(std::max(size_t(k) + 1, nodes.size()) * 2, 0);
+      if (visited[size_t(k)] == visit) continue;
+      visited[size_t(k)] = visit;
       const Node nd = nodes[size_t(k)];
       const Element& e = elems[size_t(nd.pos)];
       if (e.kind == Element::bytes) {
@@ -516,80 +547,83 @@ struct Grammar::Impl {
       }
     }
     std::sort(c.ready.begin(), c.ready.end());
-    return closures.emplace(n, std::move(c)).first->second;
+    closure_of[size_t(n)] = int32_t(closures.size());
+    closures.push_back(std::move(c));
+    return closures.back();
   }
 
-  int32_t intern(std::vector<int32_t> ready, bool accept) {
-    if (ready.empty() && !accept) return ByteAutomaton::kDead;
-    check_arg(ready.size() <= kMaxStateStacks, "[grammar] the grammar is too ambiguous (over " +
-                                                   std::to_string(kMaxStateStacks) +
-                                                   " parses at once)");
-    std::string key(reinterpret_cast<const char*>(ready.data()), ready.size() * sizeof(int32_t));
-    key.push_back(accept ? 'a' : 'n');
-    auto [it, fresh] = state_index.emplace(std::move(key), int32_t(states.size()));
-    if (fresh) states.push_back({std::move(ready), accept, std::vector<int32_t>(256, kUnknown)});
-    return it->second;
+  static uint64_t hash(const std::vector<int32_t>& ready, bool accept) {
+    uint64_t h = accept ? 0x9E3779B97F4A7C15ull : 0x2545F4914F6CDD1Dull;
+    for (int32_t x : ready) h = (h ^ uint32_t(x)) * 0x100000001B3ull + (h >> 29);
+    return h;
   }
 
-  int32_t merge(const std::vector<int32_t>& starts) {
-    std::vector<int32_t> ready;
+  int32_t intern(const std::vector<int32_t>& r, bool accept) {
+    if (r.empty() && !accept) return ByteAutomaton::kDead;
+    check_arg(r.size() <= kMaxStateStacks, "[grammar] the grammar is too ambiguous (over " +
+                                               std::to_string(kMaxStateStacks) +
+                                               " parses at once)");
+    const uint64_t h = hash(r, accept);
+    for (auto [it, end] = state_index.equal_range(h); it != end; ++it) {
+      const State& st = states[size_t(it->second)];
+      if (st.accept == accept && st.ready == r) return it->second;
+    }
+    states.push_back({r, accept, std::vector<int32_t>(256, kUnknown)});
+    state_index.emplace(h, int32_t(states.size() - 1));
+    return int32_t(states.size() - 1);
+  }
+
+  // The state of the stacks the start nodes close to (their union).
+  int32_t merge(const std::vector<int32_t>& from) {
+    if (from.size() == 1) {
+      const Closure& c = closure(from[0]);
+      return intern(c.ready, c.accept);
+    }
+    merged.clear();
     bool accept = false;
-    for (int32_t n : starts) {
+    for (int32_t n : from) {
       const Closure& c = closure(n);
-      ready.insert(ready.end(), c.ready.begin(), c.ready.end());
+      merged.insert(merged.end(), c.ready.begin(), c.ready.end());
       accept = accept || c.accept;
     }
-    std::sort(ready.begin(), ready.end());
-    ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
-    return intern(std::move(ready), accept);
+    std::sort(merged.begin(), merged.end());
+    merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+    return intern(merged, accept);
   }
 
-  // All 256 transitions of state s at once: bytes that the same ready nodes accept lead to
-  // the same state, so each group of such bytes costs one merge (inside a string: the text
-  // characters, the quote, the backslash, each lead byte's form), not one per byte.
   int32_t step(int32_t s, uint8_t b) {
-    if (states[size_t(s)].next[b] != kUnknown) return states[size_t(s)].next[b];
-    const std::vector<int32_t> ready = states[size_t(s)].ready;
-    // Each byte's signature: which ready nodes accept it (bits of 64-node words).
-    const size_t words = (ready.size() + 63) / 64;
-    std::vector<uint64_t> sig(256 * words, 0);
-    for (size_t i = 0; i < ready.size(); ++i) {
-      const ByteClass& cls = classes[size_t(elems[size_t(nodes[size_t(ready[i])].pos)].arg)];
-      for (size_t c = 0; c < 256; ++c)
-        if (cls.test(c)) sig[c * words + i / 64] |= uint64_t(1) << (i % 64);
-    }
-    // Bytes with equal signatures share one merge.
-    std::vector<int> group_of(256, -1);
-    std::vector<size_t> leaders;  // a byte per group
-    for (size_t c = 0; c < 256; ++c) {
-      const uint64_t* sc = &sig[c * words];
-      if (std::all_of(sc, sc + words, [](uint64_t w) { return w == 0; })) {
-        states[size_t(s)].next[c] = ByteAutomaton::kDead;
-        continue;
-      }
-      for (size_t g = 0; g < leaders.size(); ++g)
-        if (std::equal(sc, sc + words, &sig[leaders[g] * words])) {
-          group_of[c] = int(g);
-          break;
-        }
-      if (group_of[c] < 0) {
-        group_of[c] = int(leaders.size());
-        leaders.push_back(c);
-      }
-    }
-    std::vector<int32_t> to(leaders.size());
-    for (size_t g = 0; g < leaders.size(); ++g) {
-      std::vector<int32_t> starts;
-      for (size_t i = 0; i < ready.size(); ++i) {
-        if (!((sig[leaders[g] * words + i / 64] >> (i % 64)) & 1)) continue;
-        const Node nd = nodes[size_t(ready[i])];
-        starts.push_back(node(nd.pos + 1, nd.parent));
-      }
-      to[g] = merge(starts);  // states may grow: index them afresh below
-    }
-    for (size_t c = 0; c < 256; ++c)
-      if (group_of[c] >= 0) states[size_t(s)].next[c] = to[size_t(group_of[c])];
+    const int32_t known = states[size_t(s)].next[b];
+    if (known != kUnknown) return known;
+    fill(s, b);
     return states[size_t(s)].next[b];
+  }
+
+  // The transitions of state s on byte b and on every byte that the same ready nodes accept
+  // (its group: inside a string, the text characters, the quote, the backslash, each lead
+  // byte's form), which lead to one state: one merge for the group, not one per byte, and
+  // none for the groups no walk steps into (a quarter of the states a merge of every group
+  // would make are never stepped from).
+  void fill(int32_t s, uint8_t b) {
+    // Merges add states, moving State objects but not their ready lists' storage.
+    const int32_t* ready = states[size_t(s)].ready.data();
+    const size_t n_ready = states[size_t(s)].ready.size();
+    const size_t w = b / 64;
+    const uint64_t bit = uint64_t(1) << (b % 64);
+    std::array<uint64_t, 4> group;  // the bytes whose classes hold them as they hold b
+    group.fill(~uint64_t(0));
+    starts.clear();
+    for (size_t i = 0; i < n_ready; ++i) {
+      const Node nd = nodes[size_t(ready[i])];
+      const std::array<uint64_t, 4>& cw = class_words[size_t(elems[size_t(nd.pos)].arg)];
+      const uint64_t keep = cw[w] & bit ? 0 : ~uint64_t(0);  // the class, or its complement
+      for (size_t k = 0; k < 4; ++k) group[k] &= cw[k] ^ keep;
+      if (!keep) starts.push_back(node(nd.pos + 1, nd.parent));
+    }
+    // May throw (too ambiguous) before anything is written.
+    const int32_t to = starts.empty() ? ByteAutomaton::kDead : merge(starts);
+    int32_t* next = states[size_t(s)].next.data();
+    for (size_t k = 0; k < 4; ++k)
+      for (uint64_t m = group[k]; m; m &= m - 1) next[k * 64 + size_t(__builtin_ctzll(m))] = to;
   }
 };
 
@@ -678,6 +712,7 @@ void flatten(Builder& b, Grammar::Impl& g, std::string_view source) {
                         "' (a rule that reaches itself before matching a character)");
 
   g.classes = b.classes;
+  for (const ByteClass& c : g.classes) g.class_words.push_back(words_of(c));
   g.alts.resize(nr);
   for (size_t r = 0; r < nr; ++r)
     for (const Seq& alt : b.rules[r]) {

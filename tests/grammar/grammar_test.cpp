@@ -213,6 +213,69 @@ ws   ::= [ \n]?
   EXPECT_GT(nonempty_masks, 100u);  // the vocabulary is not all dead ends
 }
 
+// The text slice's bitsets, lists and stepping (constraint.h) against stepping each token:
+// string contents whose later characters split into ones leading on, dead ones ('/', the
+// email's punctuation), ones leading elsewhere ('.' and '@', an unanchored pattern's 'a') and
+// multi-byte ones of each kind, bounded (the chain ends) or not, and keys of a character
+// class, over a vocabulary large enough that the common characters' sets go as bits (over
+// 1000 ids) and the rare ones as lists.
+TEST(TokenConstraint, SliceMasksEqualStepByStepMasks) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> alphabet = {"a", "a", "a",  "b",  "b", "c", "e", "x", "z",  "k",
+                                             "q", "0", "1",  "9",  ".", "@", "/", "-", "_",  ":",
+                                             " ", " ", "\"", "\\", "{", "}", ",", "é", "中", "\n"};
+  std::vector<std::string> vocab;
+  for (int i = 0; i < 9000; ++i) {
+    std::string t;
+    const int len = 1 + int(rng() % 8);
+    for (int k = 0; k < len; ++k) t += alphabet[rng() % alphabet.size()];
+    vocab.push_back(t);
+  }
+  for (const char* t : {"a", "b", "é", "中", "\"", "@", ".", "/", " ", "aaaaaaaaaaaaaaaaaaaa"})
+    vocab.push_back(t);  // every single character, and a token beyond the slice's 16
+  auto trie =
+      std::make_shared<const TokenTrie>(std::make_shared<const std::vector<std::string>>(vocab));
+  struct Case {
+    const char* gbnf;
+    std::vector<std::string> texts;
+  };
+  const std::vector<Case> cases = {
+      {R"g(root ::= "\"" [a-z0-9]+ ("." [a-z0-9]+)* "@" [a-z]+ ("." [a-z]+)* "\"")g",
+       {"\"ab.c9@xz.q\""}},
+      {R"g(root ::= "\"" [^/"\\]+ "\"")g", {"\"a b中é-:x\""}},
+      {R"g(root ::= "\"" [^"\\]* "a" "b"+ "c" [^"\\]* "\"")g", {"\"x aabbbc中z\""}},
+      {R"g(root ::= "\"" [a-z ]{0,5} "\"" | "\"" ( [a-z]{3} "-" ){0,2} [a-z]{2} "\"")g",
+       {"\"ab c\"", "\"abc-xyz-ab\""}},
+      {R"g(root ::= "\"" ( [a-z] | "é" )+ "\"")g", {"\"aéb\""}},
+      {R"g(root ::= "{" ( "\"" [a-z0-9_:]+ "\":" [0-9]+ ","? )* "}")g", {"{\"a_1:b\":12,\"k\":0}"}},
+      {R"g(root ::= [^"\\\x7F\x00-\x1F]* "\"")g", {"é x中\""}},
+  };
+  size_t checked = 0;
+  for (const Case& c : cases) {
+    auto g = Grammar::compile_gbnf(c.gbnf);
+    TokenTrie::Memo memo;
+    for (const std::string& text : c.texts) {
+      ASSERT_TRUE(g->full_match(text)) << c.gbnf << "\n" << text;
+      for (size_t i = 0; i < text.size(); ++i) {
+        const int32_t s = g->step(g->start(), text.substr(0, i));
+        ASSERT_NE(s, ByteAutomaton::kDead);
+        for (TokenTrie::Memo* m : {static_cast<TokenTrie::Memo*>(nullptr), &memo}) {
+          std::vector<uint32_t> bits((vocab.size() + 31) / 32, 0);
+          trie->allowed(*g, s, bits, m);
+          for (int32_t id = 0; id < int32_t(vocab.size()); ++id) {
+            const bool want = g->step(s, vocab[size_t(id)]) != ByteAutomaton::kDead;
+            ASSERT_EQ(bool((bits[size_t(id) / 32] >> (id % 32)) & 1), want)
+                << c.gbnf << "\ntoken '" << vocab[size_t(id)] << "' after '" << text.substr(0, i)
+                << "'";
+            checked += want;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 50000u);  // many tokens allowed, not only dead ends
+}
+
 TEST(TokenConstraint, GrammarMasksAndStops) {
   // 0 "{", 1 "}", 2 "\"a\"", 3 ":", 4 "1", 5 "12}", 6 "" (special), 7 stop, 8 " ".
   auto trie = std::make_shared<const TokenTrie>(std::make_shared<const std::vector<std::string>>(
