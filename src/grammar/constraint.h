@@ -161,9 +161,19 @@ class TokenConstraint {
   // after ',' and ':' only, as json.dumps writes). A proposal for the verifier, which keeps
   // whatever the model would have written. `final`: nothing at all can follow the bytes.
   std::string forced_bytes(size_t max, bool* final = nullptr);
-  // The automaton's state, to look ahead (verifying drafts) and come back.
-  int32_t state() const { return state_; }
-  void set_state(int32_t s) { state_ = s; }
+  // Where the answer stands (the automaton's state and the text's tail that spacing and
+  // errors read), to look ahead while verifying drafts and come back exactly.
+  struct Mark {
+    int32_t state;
+    std::string tail;
+    std::array<int8_t, 256> spacing;
+  };
+  Mark mark() const { return {state_, tail_, spacing_}; }
+  void rewind(const Mark& m) {
+    state_ = m.state;
+    tail_ = m.tail;
+    spacing_ = m.spacing;
+  }
 
  private:
   std::shared_ptr<ByteAutomaton> a_;

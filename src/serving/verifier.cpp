@@ -56,7 +56,8 @@ void verify_rows(std::span<const VerifyRow> rows, ThreadPool& pool) {
       r.out->clear();
       const size_t vocab = size_t(r.sampler->vocab_size());
       std::vector<double> p(r.draft_probs ? vocab : 0);
-      const int32_t grammar_state = r.constraint ? r.constraint->state() : 0;
+      const TokenConstraint::Mark grammar_mark =
+          r.constraint ? r.constraint->mark() : TokenConstraint::Mark{};
       try {
         for (size_t pos = 0; pos <= r.drafts.size(); ++pos) {
           const std::span<const float> logits(r.logits + pos * vocab, vocab);
@@ -77,9 +78,9 @@ void verify_rows(std::span<const VerifyRow> rows, ThreadPool& pool) {
           if (s.finish != FinishReason::none || !go_on) break;
           if (r.constraint) r.constraint->accept(s.token);
         }
-        if (r.constraint) r.constraint->set_state(grammar_state);
+        if (r.constraint) r.constraint->rewind(grammar_mark);
       } catch (...) {
-        if (r.constraint) r.constraint->set_state(grammar_state);
+        if (r.constraint) r.constraint->rewind(grammar_mark);
         std::lock_guard lock(*c->mu);
         if (!*c->error) *c->error = std::current_exception();
       }

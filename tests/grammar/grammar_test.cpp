@@ -304,5 +304,35 @@ TEST(TokenConstraint, GrammarMasksAndStops) {
   EXPECT_FALSE(c.allows(1));
 }
 
+// The verifier looks ahead over drafts and comes back: mark/rewind restore the text's tail
+// and spacing too (the next forced bytes follow the answer's own spacing), not just the
+// state; a constraint that never looked ahead is the same.
+TEST(TokenConstraint, RewindComesBackExactly) {
+  auto trie = std::make_shared<const TokenTrie>(std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"{", "\"a\"", ":", " ", "1", ",", "\"b\"", "2", "}"}));
+  const char* g = R"g(root ::= "{" "\"a\"" ws ":" ws "1" ws "," ws "\"b\"" ws ":" ws "2" "}"
+ws ::= " "?)g";
+  TokenConstraint c(Grammar::compile_gbnf(g), trie, {}), d(Grammar::compile_gbnf(g), trie, {});
+  for (int t : {0, 1, 2}) {
+    c.accept(t);
+    d.accept(t);
+  }
+  const TokenConstraint::Mark m = c.mark();
+  for (int t : {3, 4, 3, 5, 3}) c.accept(t);  // `{"a": 1 , ` looked ahead
+  EXPECT_NE(c.mark().tail, m.tail);
+  c.rewind(m);
+  EXPECT_EQ(c.mark().state, d.mark().state);
+  EXPECT_EQ(c.mark().tail, d.mark().tail);
+  EXPECT_EQ(c.mark().spacing, d.mark().spacing);
+  for (int t : {4, 5}) {  // the answer goes on without spaces: `1,`
+    c.accept(t);
+    d.accept(t);
+  }
+  EXPECT_EQ(c.forced_bytes(64), d.forced_bytes(64));
+  // No space after ':' as the answer wrote `"a":1` (the look-ahead's `: ` is forgotten);
+  // after ',' a space, as json.dumps writes, since the answer has not shown its own yet.
+  EXPECT_EQ(c.forced_bytes(64), " \"b\":2}");
+}
+
 }  // namespace
 }  // namespace parley
