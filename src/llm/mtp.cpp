@@ -29,47 +29,55 @@ std::pair<Tensor, Tensor> split_columns(const Tensor& w, int64_t at) {
 std::vector<MtpWeights> load_mtp(const TensorSource& src, const std::string& prefix,
                                  const LlmConfig& c, const FamilySpec& spec,
                                  const Tensor& lm_head) {
-  std::vector<MtpWeights> out;
+  // Each layout's tensor names under a module's prefix.
+  struct Layout {
+    MtpLayout layout;
+    const char *proj, *norm_embed, *norm_hidden, *final_norm, *head;  // head: null (lm_head)
+    bool embed_first, hidden_before_final_norm;
+  };
+  static constexpr Layout kDeepseek{MtpLayout::deepseek_v3, "eh_proj",          "enorm", "hnorm",
+                                    "shared_head.norm",     "shared_head.head", true,    false};
+  static constexpr Layout kMimo{MtpLayout::mimo,
+                                "input_proj",
+                                "token_layernorm",
+                                "hidden_layernorm",
+                                "final_layernorm",
+                                nullptr,
+                                false,
+                                true};
   const int64_t h = c.hidden_size, v = c.vocab_size;
-  auto check_base = [&] {
+  std::vector<MtpWeights> out;
+  // p: the module's prefix; layer: its layer index (decides MoE or dense).
+  auto load = [&](const Layout& l, const std::string& p, int64_t layer) {
     check(!spec.norm_plus_one && !spec.sandwich_norms && c.sliding_window == 0,
           ErrorKind::unsupported,
           "[llm] MTP modules are read over Llama, Qwen2, Qwen3 and Qwen3-MoE bases only");
+    auto get = [&](const char* name, const Shape& shape) {
+      return src.get(p + name + ".weight", shape);
+    };
+    MtpWeights m;
+    m.layout = l.layout;
+    m.norm_embed = get(l.norm_embed, {h});
+    m.norm_hidden = get(l.norm_hidden, {h});
+    auto [first, second] = split_columns(get(l.proj, {h, 2 * h}), h);
+    m.proj_embed = l.embed_first ? first : second;
+    m.proj_hidden = l.embed_first ? second : first;
+    m.block = load_layer_at(src, p, c, spec, layer);
+    m.final_norm = get(l.final_norm, {h});
+    m.head = l.head && src.has(p + l.head + ".weight") ? get(l.head, {v, h}) : lm_head;
+    m.hidden_before_final_norm = l.hidden_before_final_norm;
+    out.push_back(std::move(m));
   };
-  // DeepSeek-V3's: model.layers.{n_layers + k}.
+  // DeepSeek-V3's: model.layers.{n_layers + k}; XiaomiMiMo's: model.mtp_layers.{k}.
   for (int64_t k = 0;; ++k) {
     const std::string p = prefix + "model.layers." + std::to_string(c.n_layers + k) + ".";
-    if (!src.has(p + "eh_proj.weight")) break;
-    check_base();
-    MtpWeights m;
-    m.layout = MtpLayout::deepseek_v3;
-    m.norm_embed = src.get(p + "enorm.weight", {h});
-    m.norm_hidden = src.get(p + "hnorm.weight", {h});
-    std::tie(m.proj_embed, m.proj_hidden) =
-        split_columns(src.get(p + "eh_proj.weight", {h, 2 * h}), h);
-    m.block = load_layer_at(src, p, c, spec, c.n_layers + k);
-    m.final_norm = src.get(p + "shared_head.norm.weight", {h});
-    m.head = src.has(p + "shared_head.head.weight") ? src.get(p + "shared_head.head.weight", {v, h})
-                                                    : lm_head;
-    m.hidden_before_final_norm = false;
-    out.push_back(std::move(m));
+    if (!src.has(p + kDeepseek.proj + ".weight")) break;
+    load(kDeepseek, p, c.n_layers + k);
   }
-  // XiaomiMiMo's: model.mtp_layers.{k}.
   for (int64_t k = 0;; ++k) {
     const std::string p = prefix + "model.mtp_layers." + std::to_string(k) + ".";
-    if (!src.has(p + "input_proj.weight")) break;
-    check_base();
-    MtpWeights m;
-    m.layout = MtpLayout::mimo;
-    m.norm_embed = src.get(p + "token_layernorm.weight", {h});
-    m.norm_hidden = src.get(p + "hidden_layernorm.weight", {h});
-    std::tie(m.proj_hidden, m.proj_embed) =
-        split_columns(src.get(p + "input_proj.weight", {h, 2 * h}), h);
-    m.block = load_layer_at(src, p, c, spec, 0);
-    m.final_norm = src.get(p + "final_layernorm.weight", {h});
-    m.head = lm_head;
-    m.hidden_before_final_norm = true;
-    out.push_back(std::move(m));
+    if (!src.has(p + kMimo.proj + ".weight")) break;
+    load(kMimo, p, 0);
   }
   return out;
 }

@@ -411,24 +411,21 @@ bool LlmEngine::propose_forced(TokenConstraint& constraint, int k, std::vector<i
 
 void LlmEngine::propose_drafts() {
   std::vector<DraftRunner::Job> jobs;  // the draft model's, run together after the loop
+  bool disabled = false;               // disable_by_batch_size reached: no drafts this step
   if (const int limit = options_.speculative.disable_by_batch_size; limit > 0) {
     int64_t decoding = 0;
     for (SequenceGroup* g : scheduler_.running())
       for (const Sequence& s : g->seqs) decoding += s.finished ? 0 : 1;
-    if (decoding >= limit) {
-      for (SequenceGroup* g : scheduler_.running())
-        for (Sequence& s : g->seqs) s.draft.clear();
-      ++counters_.spec_disabled_steps;
-      return;
-    }
+    disabled = decoding >= limit;
+    counters_.spec_disabled_steps += disabled ? 1 : 0;
   }
   for (SequenceGroup* g : scheduler_.running()) {
     Active& a = *static_cast<Active*>(g->user);
     for (Sequence& s : g->seqs) s.draft.clear();
     const bool constrained = a.choices[0].constraint != nullptr;
-    if (!g->forked() || (!a.spec.enabled() && !constrained)) continue;
+    if (disabled || !g->forked() || (!a.spec.enabled() && !constrained)) continue;
     const bool by_draft = a.spec.method == SpecMethod::draft && draft_;
-    const bool by_mtp = a.spec.method == SpecMethod::mtp && a.spec.enabled() && mtp_cache_;
+    const bool by_mtp = drafts_with_mtp(a);
     for (size_t i = 0; i < g->seqs.size(); ++i) {
       Sequence& s = g->seqs[i];
       Active::Choice& c = a.choices[i];
@@ -509,13 +506,9 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
         {tokens, int32_t(r.start), pool_.block_table(s.id), r.logits, /*logits_all=*/r.drafts > 0});
   }
   // Requests drafting with the MTP module need the hidden states of their positions.
-  scratch_.keep_hidden = false;
-  if (mtp_cache_)
-    for (const ScheduledRow& r : rows) {
-      const Active& a = *static_cast<const Active*>(r.group->user);
-      scratch_.keep_hidden = scratch_.keep_hidden || (a.spec.method == SpecMethod::mtp &&
-                                                      a.spec.enabled() && a.group.n == 1);
-    }
+  scratch_.keep_hidden = std::any_of(rows.begin(), rows.end(), [&](const ScheduledRow& r) {
+    return drafts_with_mtp(*static_cast<const Active*>(r.group->user));
+  });
   const Clock::time_point f0 = Clock::now();
   prefetch_masks(rows);
   try {
@@ -611,9 +604,9 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
     }
     verify_rows(verify);
   }
-  std::vector<int64_t> taken_by_row(rows.size(), -1);
+  taken_by_row_.assign(rows.size(), -1);
   if (picks.empty() && checks.empty()) {
-    run_mtp(rows, taken_by_row);
+    run_mtp(rows, taken_by_row_);
     return;
   }
   const Clock::time_point now = Clock::now();
@@ -665,9 +658,13 @@ void LlmEngine::run_rows(std::span<const ScheduledRow> rows) {
       pool_.commit(s.id, r.start + taken);
       pool_.rollback(s.id);
     }
-    taken_by_row[size_t(&r - rows.data())] = taken;
+    taken_by_row_[size_t(&r - rows.data())] = taken;
   }
-  run_mtp(rows, taken_by_row);
+  run_mtp(rows, taken_by_row_);
+}
+
+bool LlmEngine::drafts_with_mtp(const Active& a) const {
+  return mtp_cache_ && a.spec.method == SpecMethod::mtp && a.spec.enabled() && a.group.n == 1;
 }
 
 void LlmEngine::run_mtp(std::span<const ScheduledRow> rows, std::span<const int64_t> taken) {
@@ -679,8 +676,7 @@ void LlmEngine::run_mtp(std::span<const ScheduledRow> rows, std::span<const int6
   for (size_t i = 0; i < rows.size(); t0 += rows[i].length, ++i) {
     const ScheduledRow& r = rows[i];
     Active& a = *static_cast<Active*>(r.group->user);
-    if (a.spec.method != SpecMethod::mtp || !a.spec.enabled() || a.group.n != 1 || a.failed)
-      continue;
+    if (!drafts_with_mtp(a) || a.failed) continue;
     const Sequence& s = r.group->seqs[size_t(r.seq)];
     if (s.finished || !pool_.has_request(s.id)) continue;
     // The positions this forward committed whose next token is known: a verify row's kept

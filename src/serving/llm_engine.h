@@ -255,6 +255,8 @@ class LlmEngine {
   // with it (their hidden states in scratch_), and each one's next draft. taken: per row,
   // the tokens a verify row kept (-1: not a verify row).
   void run_mtp(std::span<const ScheduledRow> rows, std::span<const int64_t> taken);
+  bool drafts_with_mtp(const Active& a) const;  // the mtp method, a model with a module, n = 1
+  std::vector<int64_t> taken_by_row_;           // run_rows' verify rows' kept tokens, reused
   // Starts the masks of the rows' constrained choices beside the forward pass (if enabled).
   void prefetch_masks(std::span<const ScheduledRow> rows);
   Tensor logits_;

@@ -41,17 +41,14 @@ void MaskPrefetch::loop() {
       if (stop_) return;
       jobs.swap(jobs_);
     }
-    try {
-      pool_.parallel_for(int64_t(jobs.size()), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          try {
-            jobs[size_t(i)]->allowed();
-          } catch (...) {  // the sampler reports it with its request
-          }
+    pool_.parallel_for(int64_t(jobs.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        try {
+          jobs[size_t(i)]->allowed();
+        } catch (...) {  // the sampler meets it again and reports it with its request
         }
-      });
-    } catch (...) {
-    }
+      }
+    });
     {
       std::lock_guard lock(mu_);
       pending_ = false;

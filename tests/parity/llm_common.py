@@ -16,6 +16,15 @@ def skip(why):
     sys.exit(77)
 
 
+def require_mlx_lm():
+    """Skip (exit 77) unless mlx and mlx-lm import (scripts/setup_llm_reference.sh)."""
+    try:
+        import mlx.core  # noqa: F401
+        import mlx_lm  # noqa: F401
+    except ImportError as e:
+        skip(f"mlx-lm not importable ({e})")
+
+
 def parley_dump(parley, model, ids, greedy, work):
     """(f32 logits [len(ids), vocab] at every position, `greedy` greedy continuation ids) of
     `parley llm dump` on a model folder or GGUF file."""

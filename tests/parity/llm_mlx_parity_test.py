@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from llm_common import require_mlx_lm
+
 FAMILIES = {  # shape -> mlx_lm.models module
     "tiny-llama": "llama",
     "tiny-qwen2": "qwen2",
@@ -134,12 +136,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--tol-rel", type=float, default=0.0)
     args = ap.parse_args()
-    try:
-        import mlx.core  # noqa: F401
-        import mlx_lm  # noqa: F401
-    except ImportError as e:
-        print(f"SKIP: mlx-lm not importable ({e})")
-        return 77
+    require_mlx_lm()
     os.makedirs(args.work_dir, exist_ok=True)
     ok = True
     for shape in args.families:

@@ -24,6 +24,8 @@ import sys
 
 import numpy as np
 
+from llm_common import require_mlx_lm
+
 CASES = [  # (shape, layout, mlx_lm.models module)
     ("tiny-qwen3", "deepseek_v3", "qwen3"),
     ("tiny-llama", "deepseek_v3", "llama"),
@@ -125,12 +127,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--tol", type=float, default=1e-4)
     args = ap.parse_args()
-    try:
-        import mlx.core  # noqa: F401
-        import mlx_lm  # noqa: F401
-    except ImportError as e:
-        print(f"SKIP: mlx-lm not importable ({e})")
-        return 77
+    require_mlx_lm()
     os.makedirs(args.work_dir, exist_ok=True)
     ok = True
     for shape, layout, module_name in CASES:

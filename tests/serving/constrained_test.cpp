@@ -35,20 +35,6 @@ LlmEngineOptions options() {
   return o;
 }
 
-// Every request submitted at once, stepped until all are done.
-std::vector<GenerateResult> run_together(LlmEngine& e, const std::vector<GenerateRequest>& reqs) {
-  std::vector<GenerateResult> out(reqs.size());
-  int done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i)
-    e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
-      if (err) std::rethrow_exception(err);
-      out[i] = std::move(*r);
-      ++done;
-    });
-  while (done < int(reqs.size())) EXPECT_TRUE(e.step());
-  return out;
-}
-
 bool matches(const std::string& regex, const std::string& text) {
   return Regex::compile(regex)->full_match(text);
 }
@@ -95,7 +81,7 @@ TEST(ConstrainedEngine, BatchedChoicesAndSpeculationKeepTheirOwnAutomata) {
     o.speculative.method = SpecMethod::ngram;
     o.mask_overlap = overlap;
     LlmEngine e(trained().model, trained().tokenizer, o);
-    const std::vector<GenerateResult> out = run_together(e, reqs);
+    const std::vector<GenerateResult> out = test::run_together(e, reqs);
     ASSERT_EQ(out[0].choices.size(), 3u);
     for (const ChoiceOutput& c : out[0].choices)
       EXPECT_TRUE(matches("[0-9]{1,4}", c.text)) << c.text;
@@ -207,7 +193,7 @@ TEST(ConstrainedEngine, ForcedDraftsLeaveAnswersAsTheyWere) {
       for (size_t i = 0; i < reqs.size(); ++i) out[i] = e.generate(reqs[i]);
       return out;
     }
-    return run_together(e, reqs);
+    return test::run_together(e, reqs);
   };
   const auto base = run(false, false);
   // Alone, together, and together with the masks computed beside the forward pass.

@@ -3,12 +3,15 @@
 // Qwen3 tokenizer for the engine tests (made once per test binary).
 #pragma once
 
+#include <exception>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "llm/llm_test_util.h"
 #include "llm/model.h"
+#include "serving/llm_engine.h"
 #include "text/tokenizer.h"
 
 namespace parley::test {
@@ -58,6 +61,23 @@ inline std::vector<int32_t> trained_chat_prompt(const std::string& user) {
   return trained_chat().tokenizer.encode(
       "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
       /*add_special_tokens=*/false);
+}
+
+// Every request submitted to `e` at once, stepped until all are done (a request's error is
+// rethrown; an engine that stops making progress throws).
+inline std::vector<GenerateResult> run_together(LlmEngine& e,
+                                                const std::vector<GenerateRequest>& reqs) {
+  std::vector<GenerateResult> out(reqs.size());
+  size_t done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
+      if (err) std::rethrow_exception(err);
+      out[i] = std::move(*r);
+      ++done;
+    });
+  while (done < reqs.size())
+    if (!e.step()) throw std::runtime_error("the engine made no progress");
+  return out;
 }
 
 }  // namespace parley::test

@@ -422,16 +422,7 @@ SpecRun run_spec(const std::vector<GenerateRequest>& reqs, const SpeculativeConf
   o.speculative = c;
   LlmEngine e(trained().model, trained().tokenizer, o, &trained().draft);
   SpecRun run;
-  run.results.resize(reqs.size());
-  int done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i)
-    e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
-      if (err) std::rethrow_exception(err);
-      run.results[i] = std::move(*r);
-      ++done;
-    });
-  while (done < int(reqs.size()))
-    if (!e.step()) throw std::runtime_error("the engine made no progress");
+  run.results = test::run_together(e, reqs);
   run.stats = e.stats();
   EXPECT_EQ(run.stats.kv.blocks_used, 0);  // every block given back (rollbacks included)
   return run;
@@ -581,15 +572,7 @@ TEST(SpeculativeEngine, MtpDraftsLeaveAnswersAsTheyWere) {
       EXPECT_EQ(e.stats().kv.blocks_used, 0);
     }
     LlmEngine e(m, tok, o);  // together
-    std::vector<GenerateResult> got(reqs.size());
-    int done = 0;
-    for (size_t i = 0; i < reqs.size(); ++i)
-      e.submit(reqs[i], {}, [&, i](GenerateResult* r, std::exception_ptr err) {
-        if (err) std::rethrow_exception(err);
-        got[i] = std::move(*r);
-        ++done;
-      });
-    while (done < int(reqs.size())) ASSERT_TRUE(e.step());
+    const std::vector<GenerateResult> got = test::run_together(e, reqs);
     for (size_t i = 0; i < reqs.size(); ++i)
       expect_same(got[i], want[i], std::string(layout) + " together " + std::to_string(i));
     EXPECT_GT(e.stats().spec_draft_tokens, 40u) << layout;
