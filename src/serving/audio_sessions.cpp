@@ -184,28 +184,6 @@ std::vector<uint8_t> wav_file(std::span<const uint8_t> pcm, SessionInput format,
   return out;
 }
 
-int64_t committable_seek(std::span<const Segment> segments, int64_t content_frames) {
-  if (segments.empty()) {
-    // Every window was silent, each moved the seek by its size: the complete ones are done.
-    return content_frames / kWindowFrames * kWindowFrames;
-  }
-  std::set<int64_t> starts = {0};
-  for (const Segment& s : segments) starts.insert(s.seek);
-  int64_t best = 0;
-  int64_t prev = 0;
-  for (auto it = std::next(starts.begin()); it != starts.end(); ++it) {
-    const int64_t b = *it;
-    // The window just before b: `prev` when b is at most 30 s on (a window's advance is at
-    // most its size, and a silent window between would have moved the seek 30 s), else a
-    // silent window that had its whole 30 s (a cut-off one would have ended the audio).
-    const bool complete = b - prev > kWindowFrames || prev + kWindowFrames <= content_frames;
-    if (!complete) break;
-    best = b;
-    prev = b;
-  }
-  return best;
-}
-
 struct AudioSessions::Entry {
   std::string id;
   fs::path dir;
@@ -603,6 +581,7 @@ void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<floa
   job->filename = e->id + ".wav";
   job->vad = false;  // as `parley transcribe`: Whisper's own silence test only
   TranscribeOptions& o = job->options;
+  o.complete_windows_only = !final;
   o.language = !e->language.empty() ? std::optional(e->language) : e->config.language;
   if (e->config.temperature > 0) o.temperatures = {e->config.temperature};
   // The seek loop's own prompt: every committed window's tokens (timestamps included) since
@@ -683,7 +662,8 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
       }
     } else {
       if (e->language.empty()) e->language = r->language;
-      const int64_t commit_frames = final ? n / kHop + 1 : committable_seek(r->segments, n / kHop);
+      // A capture job decoded whole windows only: all of them are committed.
+      const int64_t commit_frames = final ? n / kHop + 1 : r->next_seek;
       const int64_t offset_frames = start / kHop;
       const double offset_s = double(start) / kRate;
       for (const Segment& s0 : r->segments) {

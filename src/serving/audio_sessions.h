@@ -11,10 +11,11 @@
 //
 // Transcription during capture goes through WhisperService::submit like any request: a
 // background thread decodes the spooled audio (FFmpeg, or raw PCM wrapped as a WAV) and,
-// once 30 s windows past the committed seek are complete, submits the audio from that seek
-// to the end of what has arrived. The job runs the ordinary seek loop; its windows that
-// had their whole 30 s of audio (committable_seek) are committed: their segments join the
-// partial transcript, the seek moves past them, and the next job starts there with the
+// as soon as a whole 30 s window lies past the committed seek, submits the audio from that
+// seek to the end of what has arrived. The job runs the ordinary seek loop over the windows
+// that have their whole 30 s of audio (TranscribeOptions::complete_windows_only), and all
+// of them are committed: their segments join the partial transcript, the seek moves to
+// where the loop stopped (TranscribeResult::next_seek), and the next job starts there with the
 // committed tokens as its prompt (TranscribeOptions::prompt_tokens), as the offline seek
 // loop's next window would. Closing
 // transcribes what is left the same way, so the final transcript is the offline one's
@@ -65,9 +66,9 @@ struct AudioSessionsOptions {
   double idle_timeout_s = 600;                // a session without requests this long is deleted
   int max_sessions = 64;                      // open sessions at once (create beyond: 429)
   uint64_t max_session_bytes = 512ull << 20;  // audio bytes per session (append beyond: 413)
-  // Audio past the committed seek, seconds, before a job transcribes during capture: one
-  // window of 30 s must be complete and the start of the next one seen (committable_seek).
-  double capture_step_s = 40;
+  // Audio past the committed seek, seconds, before a job transcribes during capture (its
+  // whole windows only): one window of 30 s. The close then has less than a window left.
+  double capture_step_s = 30;
 };
 
 struct SessionStatus {
@@ -145,14 +146,6 @@ class AudioSessions {
   int skipped_ = 0;
   std::thread background_;
 };
-
-// The mel frame (10 ms) up to which a job's windows can be committed: the start of a window
-// whose predecessors all had their whole 30 s (3000 frames) of audio, so they were decoded
-// exactly as the offline seek loop decodes them. `segments`: the job's segments, seek
-// relative to the job's first sample; content_frames: the job's audio, frames. A window
-// without segments was skipped as silent (the seek loop keeps a segment, even an empty one,
-// for every other window) and moved the seek by its whole size. 0: nothing to commit.
-int64_t committable_seek(std::span<const Segment> segments, int64_t content_frames);
 
 // Raw mono PCM (pcm16 or f32 bytes at `sample_rate`) wrapped in a RIFF WAV header, so FFmpeg
 // resamples it as it would a file; a trailing partial sample is left out.

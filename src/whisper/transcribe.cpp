@@ -213,6 +213,7 @@ bool SeekLoop::next_window() {
       if (++clip_idx_ < clips_.size()) seek_ = clips_[clip_idx_].first;
       continue;
     }
+    if (o_.complete_windows_only && content_frames_ - seek_ < window_frames_) break;
     window_.seek = seek_;
     window_.time_offset = frame_time(seek_);
     window_.size = std::min({window_frames_, content_frames_ - seek_, clip_end - seek_});
@@ -310,6 +311,7 @@ void SeekLoop::accept(const DecodingResult& result, LogitsSource* source) {
 TranscribeResult SeekLoop::finish() {
   out_.text = reference_decode(tokenizer_,
                                std::span<const int32_t>(all_tokens_).subspan(n_initial_prompt_));
+  out_.next_seek = std::min(seek_, content_frames_);
   return std::move(out_);
 }
 

@@ -90,6 +90,11 @@ struct TranscribeOptions {
   // With word_timestamps: skip silences longer than this many seconds around a possible
   // hallucination (the reference's hallucination_silence_threshold; nullopt: off).
   std::optional<float> hallucination_silence_threshold;
+  // Stop before a window that would have less than its full 30 s of audio (streaming
+  // sessions during capture: every window decoded is one the whole file's seek loop decodes
+  // alike, and none is decoded only to be thrown away); TranscribeResult::next_seek says
+  // where the next window starts.
+  bool complete_windows_only = false;
   // Print "[00:00.000 --> 00:02.000] text" to stdout per segment, as the reference's
   // verbose=True.
   bool verbose = false;
@@ -117,6 +122,9 @@ struct TranscribeResult {
   // With TranscribeOptions::token_logprobs: every text token of `segments`, in order
   // (timestamps and other special tokens left out).
   std::vector<TokenLogprob> logprobs;
+  // The mel frame (10 ms) the seek loop stopped at: the end of the audio, or with
+  // complete_windows_only the first window it left undecoded.
+  int64_t next_seek = 0;
 };
 
 // The DecodingOptions every window of a transcript starts from (before its prompt and the

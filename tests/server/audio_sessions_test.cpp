@@ -1,7 +1,7 @@
-// AudioSessions without a model: the commit rule (which windows of a job match the offline
-// seek loop), the raw-PCM WAV wrapper, the spool (reload after a restart, corrupt folders
-// skipped), limits, idle expiry and errors. The transcripts themselves are checked end to
-// end against the real tiny.en in test_sessions.py.
+// AudioSessions without a model: the raw-PCM WAV wrapper, the spool (reload after a
+// restart, corrupt folders skipped), limits, idle expiry and errors. The transcripts themselves are
+// checked end to end against the real tiny.en in test_sessions.py; the capture jobs' rule (whole
+// windows only) in transcribe_test.cpp (TranscribeClips.CompleteWindowsOnly...).
 #include "serving/audio_sessions.h"
 
 #include <gtest/gtest.h>
@@ -17,37 +17,6 @@ namespace parley {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<Segment> segments_at(std::initializer_list<int> seeks) {
-  std::vector<Segment> out;
-  for (int s : seeks) {
-    Segment seg;
-    seg.seek = s;
-    out.push_back(seg);
-  }
-  return out;
-}
-
-TEST(CommittableSeek, CommitsWindowsThatHadTheirWhole30Seconds) {
-  // Windows at 0, 2600, 5200 (each cut at its last timestamp pair) of 55 s: the window at
-  // 2600 ends at 5600 > 5500, so it was decoded on a cut-off window: only 0 is done.
-  EXPECT_EQ(committable_seek(segments_at({0, 0, 2600, 5200}), 5500), 2600);
-  // With 56 s, the window at 2600 had its 30 s too.
-  EXPECT_EQ(committable_seek(segments_at({0, 2600, 5200}), 5600), 5200);
-  // The first window itself cut off: nothing.
-  EXPECT_EQ(committable_seek(segments_at({0, 2500}), 2900), 0);
-  EXPECT_EQ(committable_seek(segments_at({0}), 9000), 0);  // where the next starts is unknown
-}
-
-TEST(CommittableSeek, SilentWindowsMoveByTheirWholeSize) {
-  // A window without segments was skipped as silent: 0 silent, speech from 3000.
-  EXPECT_EQ(committable_seek(segments_at({3000, 5800}), 6000), 5800);
-  // Speech at 0, then silent windows, then speech at 8000: the gap was complete windows.
-  EXPECT_EQ(committable_seek(segments_at({0, 8000}), 9000), 8000);
-  // All silent: every complete window is done.
-  EXPECT_EQ(committable_seek({}, 6500), 6000);
-  EXPECT_EQ(committable_seek({}, 2999), 0);
-}
 
 TEST(SessionWav, WrapsRawPcmForTheDecoder) {
   const std::vector<int16_t> pcm = {0, 1000, -1000, 32767, -32768};

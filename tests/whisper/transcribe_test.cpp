@@ -427,6 +427,32 @@ TEST(TranscribePrompts, PrefixAndHotwordsGoToEveryWindow) {
   EXPECT_EQ(r.text, " Hello Hello");  // the prefix is not part of the sampled text
 }
 
+TEST(TranscribeClips, CompleteWindowsOnlyStopsBeforeACutOffWindow) {
+  const auto& tok = english();
+  const int32_t hello = tok.encode(" Hello")[0];
+  Tensor mel = Tensor::zeros({80, 7500 + 3000}, DType::f32);  // 75 s
+  const std::vector<WindowScript::Window> windows(3, {{hello}, -5.0f});
+  TranscribeOptions o = text_only();  // no timestamps: every window moves the seek 30 s
+  WindowScript all(tok, windows);
+  const TranscribeResult whole = transcribe_mel(all, tok, mel, o);
+  EXPECT_EQ(all.window_, 3);
+  EXPECT_EQ(whole.next_seek, 7500);
+
+  o.complete_windows_only = true;
+  WindowScript complete(tok, windows);
+  const TranscribeResult r = transcribe_mel(complete, tok, mel, o);
+  EXPECT_EQ(complete.window_, 2);  // 0 and 3000; the one at 6000 has 15 s
+  ASSERT_EQ(r.segments.size(), 2u);
+  EXPECT_EQ(r.segments[1].seek, 3000);
+  EXPECT_EQ(r.next_seek, 6000);
+  EXPECT_EQ(r.text, " Hello Hello");
+
+  Tensor exact = Tensor::zeros({80, 6000 + 3000}, DType::f32);  // 60 s: both windows whole
+  WindowScript two(tok, windows);
+  EXPECT_EQ(transcribe_mel(two, tok, exact, o).next_seek, 6000);
+  EXPECT_EQ(two.window_, 2);
+}
+
 TEST(TranscribeClips, ClipTimestampsPickTheDecodedParts) {
   const auto& tok = english();
   const int32_t hello = tok.encode(" Hello")[0];
