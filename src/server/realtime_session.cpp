@@ -599,6 +599,7 @@ void RealtimeSession::maybe_interim() {
   if (pending_item_.empty()) pending_item_ = new_id("item_");
   interim_end_ = end;
   auto job = make_job(begin, end);
+  job->background = true;  // committed items' jobs go first
   job->options.token_logprobs = false;
   job->vad = false;
   const uint64_t serial = ++interim_serial_;

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <map>
@@ -130,8 +131,11 @@ void WhisperService::engine_loop() {
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !engine.running.empty(); });
       if (queue_.empty() && engine.running.empty()) return;  // stopping, and all is done
       while (!queue_.empty() && running_ < options_.batch) {
-        taken.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        auto next = std::find_if(queue_.begin(), queue_.end(),
+                                 [](const auto& j) { return !j->background; });
+        if (next == queue_.end()) next = queue_.begin();  // background jobs alone: oldest first
+        taken.push_back(std::move(*next));
+        queue_.erase(next);
         ++running_;
       }
     }

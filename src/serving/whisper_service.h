@@ -12,7 +12,8 @@
 //
 // Fairness: every running request advances one token per decoder step, so a long file
 // shares the machine with the others rather than holding it; beyond `batch` running
-// requests jobs wait, first in first out. Windows the batch cannot decode (a temperature
+// requests jobs wait, first in first out (background jobs, a live stream's interim text,
+// after every other waiting job). Windows the batch cannot decode (a temperature
 // fallback, beam search) run whole on the engine thread between steps.
 #pragma once
 
@@ -75,6 +76,9 @@ struct TranscriptionJob {
   // (Error(cancelled) when `cancelled` was set).
   std::function<void(const TranscribeResult*, double audio_seconds, std::exception_ptr)> on_done;
   std::atomic<bool> cancelled{false};
+  // Best effort (a live stream's interim text): taken from the queue only when no other job
+  // waits, so the answers someone is waiting for (a committed turn, a file) go first.
+  bool background = false;
   std::chrono::steady_clock::time_point enqueued = std::chrono::steady_clock::now();
 };
 

@@ -1,7 +1,8 @@
 // WhisperService as a continuous batch (serving/whisper_service.h) on the real tiny.en, CPU:
 // concurrent requests of different lengths and options, one arriving mid-run with streaming
 // deltas and one cancelled mid-run, each get the transcript transcribe() gives them alone,
-// and their windows share encoder calls; a full queue refuses.
+// and their windows share encoder calls; a full queue refuses; background jobs (interim
+// text) wait behind every other queued job.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -200,6 +201,40 @@ TEST(WhisperServiceBatch, AFullQueueRefusesAndBadAudioIsAnErrorWhileOthersFinish
   ServiceOptions zero = so;
   zero.batch = 0;
   EXPECT_THROW(WhisperService{zero}, Error);
+}
+
+TEST(WhisperServiceBatch, BackgroundJobsWaitBehindEveryOtherQueuedJob) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << kModel;
+  ServiceOptions so;
+  so.model_dir = kModel;
+  so.batch = 1;  // one at a time: the order they finish is the order they were taken
+  WhisperService service(so);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::unique_ptr<Request>> rs;
+  for (const char* name : {"first", "interim1", "interim2", "committed", "file"}) {
+    rs.push_back(std::make_unique<Request>(name, file_bytes("english.wav")));
+    Request& r = *rs.back();
+    r.job->background = r.name.rfind("interim", 0) == 0;
+    auto done = r.job->on_done;
+    r.job->on_done = [&, done, name = r.name](const TranscribeResult* res, double s,
+                                              std::exception_ptr e) {
+      {
+        std::lock_guard lock(mu);
+        order.push_back(name);
+      }
+      done(res, s, e);
+    };
+  }
+  // "first" is taken at once; the others queue behind it in this order.
+  for (auto& r : rs) ASSERT_TRUE(service.submit(r->job));
+  for (auto& r : rs) ASSERT_TRUE(r->wait_done()) << r->name;
+  for (auto& r : rs) EXPECT_FALSE(r->error) << r->name;
+  // The engine may have taken "first" before the rest were queued, or all of them at its
+  // first look: either way the foreground jobs come before the background ones, which keep
+  // their own order.
+  const std::vector<std::string> want = {"first", "committed", "file", "interim1", "interim2"};
+  EXPECT_EQ(order, want);
 }
 
 }  // namespace
