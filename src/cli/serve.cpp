@@ -158,6 +158,11 @@ void add_serve_command(CLI::App& app) {
                   "resident: load at start-up; per-request: load per request, free after")
       ->check(CLI::IsMember({"resident", "per-request"}))
       ->capture_default_str();
+  cmd->add_option("--io-threads", opt->http.io_threads,
+                  "Threads for the connections (HTTP parsing and writing; a Realtime stream's "
+                  "audio decoding, resampling and server_vad run on them too)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--cors-origin", opt->http.cors_origin, "Access-Control-Allow-Origin value")
       ->capture_default_str();
   cmd->add_option("--sessions-dir", opt->sessions.dir,

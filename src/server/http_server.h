@@ -21,7 +21,9 @@ struct ServerOptions {
   int port = 8000;      // 0: any free port (printed at start-up)
   std::string api_key;  // empty: no authentication
   uint64_t max_body_bytes = 25ull << 20;
-  int io_threads = 2;  // Asio threads (parsing, writing); decoding runs on workers
+  // Asio threads (parsing, writing, and each Realtime stream's VAD); decoding runs on the
+  // services' engines. --io-threads.
+  int io_threads = 2;
   std::string cors_origin = "*";
 };
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Live transcription on the GPU machine in one device call (issue 26 item 7): build parley
+# with CUDA, make a synthetic large-v3-turbo, and run bench/live.py against `parley serve
+# --device cuda`: a 62 s take uploaded to a streaming session at real-time speed (last chunk ->
+# final result), one Realtime stream (commit -> completed, interim refresh), and concurrent
+# Realtime streams at real-time speed. Run from the repository root with .deps/debs carried
+# and LIVE_DATA naming a folder (carried) with audio/jfk.wav, audio/silero_test.wav,
+# vad/silero_vad_v6.2.onnx, whisper/multilingual.tiktoken and pocketsphinx/{librivox,cards}/*.wav
+# (from Debian's pocketsphinx-testdata):
+#   LIVE_DATA=w/data tools/device/live_gpu.sh
+# Environment: OUT=/tmp/out, BUILD_DIR=/tmp/build-gpu, DTYPE=f16, STREAMS="100 250 500",
+#   SECONDS_PER_STREAM=40, BATCH=64 (--whisper-batch), STAGES="session single many",
+#   DEADLINE=S (stages that would start later are skipped).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+DTYPE=${DTYPE:-f16}
+STREAMS=${STREAMS:-100 250 500}
+STAGES=${STAGES:-session single many}
+BATCH=${BATCH:-64}
+export PATH="/usr/local/cuda/bin:$PATH"
+export PARLEY_TEST_DATA=$(realpath "$LIVE_DATA")
+export PARLEY_PSTD=$PARLEY_TEST_DATA/pocketsphinx  # the --take long recordings, copied there
+mkdir -p "$OUT" /tmp/deps
+for f in .deps/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
+export PARLEY_DEPS_PREFIX=/tmp/deps BUILD_DIR=${BUILD_DIR:-/tmp/build-gpu}
+export LD_LIBRARY_PATH="/tmp/deps/usr/lib/$(gcc -print-multiarch):/tmp/deps/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+P=$BUILD_DIR/parley
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+T_START=$(date +%s)
+in_time() { (( $(date +%s) - T_START < ${DEADLINE:-100000} )) || { echo "skipped (deadline): $*"; return 1; }; }
+if [[ ! -x $P ]]; then
+  t0=$(date +%s)
+  PARLEY_CLI=ON PARLEY_BUILD_ONLY=1 PARLEY_TARGETS=parley PARLEY_JOBS=${PARLEY_JOBS:-14} \
+    tools/device/build_and_test.sh >"$OUT/build.log" 2>&1
+  echo "parley build: rc $? in $(($(date +%s) - t0)) s"
+  [[ -x $P ]] || { tail -30 "$OUT/build.log"; exit 1; }
+fi
+M=/tmp/turbo
+if [[ ! -f $M/config.json ]]; then
+  t0=$(date +%s)
+  "$P" synth whisper --shape large-v3-turbo --vocab "$LIVE_DATA/whisper/multilingual.tiktoken" \
+    --dtype f16 -o $M >/dev/null 2>&1 || echo "synth failed"
+  echo "synth turbo: $(($(date +%s) - t0)) s"
+fi
+SERVE=(--device cuda --dtype "$DTYPE" --whisper-batch "$BATCH" --queue 4096 --sessions-dir /tmp/sessions
+  --io-threads ${IO_THREADS:-8} --max-sessions 64)
+live() {  # live LABEL ARGS...: one bench/live.py run, its JSON lines kept with the label
+  local label=$1; shift
+  in_time "$label" || return
+  echo "== $label"
+  PYTHONUNBUFFERED=1 python3 bench/live.py --parley "$P" --model $M "$@" --serve-args "${SERVE[@]}" \
+    2>"$OUT/$label.err" | sed "s/^{/{\"run\":\"$label\",/" | tee -a "$OUT/live.jsonl" | cut -c1-600
+  tail -3 "$OUT/$label.err"
+}
+has session && live session session --runs ${RUNS:-5}
+has single && live single realtime --streams 1 --seconds 62
+has single && live single_manual realtime --streams 1 --take long --repeat 1 --manual
+has many && live many realtime --streams $STREAMS --seconds ${SECONDS_PER_STREAM:-40} --stagger 5 \
+  --procs ${PROCS:-12}
+nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
