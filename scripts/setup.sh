@@ -24,6 +24,7 @@ packages=(
   libutf8proc-dev                                   # tokenizer normalizers (NFC, NFKC)
   portaudio19-dev                                   # `parley dictate`'s microphone (optional)
   chromium                                          # the web page's test (playwright drives it)
+  pocketsphinx-testdata                             # recorded English with transcripts (bench/live.py wer)
   libgtest-dev libgmock-dev libbenchmark-dev        # tests, micro-benchmarks
   python3 python3-pip                               # fetching the pinned model wheel
 )
