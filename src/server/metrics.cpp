@@ -161,6 +161,9 @@ std::string Metrics::render(const ServiceStats& s) const {
          s.model_loaded ? 1 : 0);
   scalar(o, "parley_vad_skipped_total", "counter",
          "Requests the VAD gate answered without Whisper.", s.vad_skipped);
+  scalar(o, "parley_whisper_background_yielded_total", "counter",
+         "Interim (background) jobs cancelled to free a batch slot for a waiting request.",
+         s.background_yielded);
   scalar(o, "parley_whisper_encoder_runs_total", "counter", "Whisper encoder passes.",
          runs.encoder_runs);
   scalar(o, "parley_whisper_decoder_runs_total", "counter", "Whisper decoder passes.",

@@ -103,6 +103,7 @@ ServiceStats WhisperService::stats() const {
     s.queued = int(queue_.size());
     s.running = running_;
     s.vad_skipped = vad_skipped_;
+    s.background_yielded = background_yielded_;
     s.windows = windows_;
     s.encoder_batches = encoder_batches_;
     s.decoder_steps = decoder_steps_;
@@ -137,6 +138,17 @@ void WhisperService::engine_loop() {
         taken.push_back(std::move(*next));
         queue_.erase(next);
         ++running_;
+      }
+      // Background jobs yield their slots: for each other job still waiting (every slot is
+      // taken), one running background job is cancelled; it ends at its next decoder step.
+      int waiting = int(std::count_if(queue_.begin(), queue_.end(),
+                                      [](const auto& j) { return !j->background; }));
+      for (auto& [id, r] : engine.running) {
+        if (waiting == 0) break;
+        if (r.job->background && !r.job->cancelled.exchange(true)) {
+          --waiting;
+          ++background_yielded_;
+        }
       }
     }
     for (auto& job : taken) start(std::move(job), engine);

@@ -13,8 +13,9 @@
 // Fairness: every running request advances one token per decoder step, so a long file
 // shares the machine with the others rather than holding it; beyond `batch` running
 // requests jobs wait, first in first out (background jobs, a live stream's interim text,
-// after every other waiting job). Windows the batch cannot decode (a temperature
-// fallback, beam search) run whole on the engine thread between steps.
+// after every other waiting job, and a running one gives its slot up to a waiting job).
+// Windows the batch cannot decode (a temperature fallback, beam search) run whole on the
+// engine thread between steps.
 #pragma once
 
 #include <atomic>
@@ -77,7 +78,9 @@ struct TranscriptionJob {
   std::function<void(const TranscribeResult*, double audio_seconds, std::exception_ptr)> on_done;
   std::atomic<bool> cancelled{false};
   // Best effort (a live stream's interim text): taken from the queue only when no other job
-  // waits, so the answers someone is waiting for (a committed turn, a file) go first.
+  // waits, and cancelled (Error(cancelled) at its next decoder step) when another job waits
+  // with every slot taken, so the answers someone is waiting for (a committed turn, a file)
+  // go first.
   bool background = false;
   std::chrono::steady_clock::time_point enqueued = std::chrono::steady_clock::now();
 };
@@ -91,7 +94,8 @@ struct ServiceStats {
   uint64_t encoder_batches = 0;  // its encoder calls (windows / encoder_batches: sharing)
   uint64_t decoder_steps = 0;    // its decoder steps
   bool model_loaded = false;
-  uint64_t vad_skipped = 0;  // requests the gate answered without running Whisper
+  uint64_t vad_skipped = 0;         // requests the gate answered without running Whisper
+  uint64_t background_yielded = 0;  // background jobs cancelled to free a slot for another
 };
 
 class WhisperService {
@@ -137,6 +141,7 @@ class WhisperService {
   double audio_seconds_ = 0;
   double compute_seconds_ = 0;
   uint64_t vad_skipped_ = 0;
+  uint64_t background_yielded_ = 0;  // background jobs cancelled for a waiting job
   uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0;
   std::thread engine_;
 

@@ -2,7 +2,7 @@
 // concurrent requests of different lengths and options, one arriving mid-run with streaming
 // deltas and one cancelled mid-run, each get the transcript transcribe() gives them alone,
 // and their windows share encoder calls; a full queue refuses; background jobs (interim
-// text) wait behind every other queued job.
+// text) wait behind every other queued job and give a running slot up to one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -235,6 +235,39 @@ TEST(WhisperServiceBatch, BackgroundJobsWaitBehindEveryOtherQueuedJob) {
   // their own order.
   const std::vector<std::string> want = {"first", "committed", "file", "interim1", "interim2"};
   EXPECT_EQ(order, want);
+}
+
+TEST(WhisperServiceBatch, ARunningBackgroundJobYieldsItsSlotToAWaitingJob) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << kModel;
+  ServiceOptions so;
+  so.model_dir = kModel;
+  so.batch = 1;
+  WhisperService service(so);
+  const std::vector<float> jfk = decode_audio(file_bytes("jfk.wav"), "jfk.wav");
+  std::vector<float> long_audio;  // 99 s: four windows, far longer than the test waits
+  for (int i = 0; i < 9; ++i) long_audio.insert(long_audio.end(), jfk.begin(), jfk.end());
+  Request interim("interim", wav(long_audio));
+  interim.job->background = true;
+  interim.stream();
+  ASSERT_TRUE(service.submit(interim.job));
+  // Running: its first text has come.
+  ASSERT_TRUE(interim.wait([&] { return !interim.deltas.empty(); }));
+  Request turn("turn", file_bytes("english.wav"));
+  ASSERT_TRUE(service.submit(turn.job));
+  ASSERT_TRUE(interim.wait_done());
+  ASSERT_TRUE(turn.wait_done());
+  EXPECT_TRUE(interim.error);  // cancelled at its next step
+  EXPECT_FALSE(interim.result.has_value());
+  ASSERT_FALSE(turn.error);
+  EXPECT_FALSE(turn.result->text.empty());
+  EXPECT_EQ(service.stats().background_yielded, 1u);
+  // With a slot free, a background job runs to its end.
+  Request alone_bg("alone", file_bytes("english.wav"));
+  alone_bg.job->background = true;
+  ASSERT_TRUE(service.submit(alone_bg.job));
+  ASSERT_TRUE(alone_bg.wait_done());
+  EXPECT_FALSE(alone_bg.error);
+  EXPECT_EQ(service.stats().background_yielded, 1u);
 }
 
 }  // namespace
