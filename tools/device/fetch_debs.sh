@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .deps/debs
 cd .deps/debs
-apt-get download libkissfft-dev libkissfft-float131 libpcre2-dev
+apt-get download libkissfft-dev libkissfft-float131 libpcre2-dev libutf8proc-dev libutf8proc2
 ls -la
