@@ -196,6 +196,10 @@ std::string next_delta(std::string_view sent, std::string_view hypothesis, bool 
   return std::string(hypothesis.substr(sent.size(), end - sent.size()));
 }
 
+int interim_token_budget(int64_t samples) {
+  return int(std::min<int64_t>(224, 32 + 10 * samples / kRate));
+}
+
 std::string agreed_words(std::string_view a, std::string_view b) {
   size_t end = 0;  // a[0, end) == b[0, end), ending at a word's end in both
   for (size_t i = 0;; ++i) {
@@ -601,6 +605,10 @@ void RealtimeSession::maybe_interim() {
   auto job = make_job(begin, end);
   job->background = true;  // committed items' jobs go first
   job->options.token_logprobs = false;
+  // Text to show, not to keep: one attempt at temperature 0 (no fallback ladder), and a
+  // token budget by the audio's length.
+  job->options.temperatures = {0.0f};
+  job->options.sample_len = interim_token_budget(end - begin);
   job->vad = false;
   const uint64_t serial = ++interim_serial_;
   const std::string id = pending_item_;

@@ -60,6 +60,12 @@ struct RealtimeContext {
 // hypothesis does not continue `sent` at a word boundary (deltas never retract).
 std::string next_delta(std::string_view sent, std::string_view hypothesis, bool final);
 
+// The most tokens an interim pass over `samples` of 16 kHz audio decodes per window: 32 plus
+// 10 a second (speech runs at 2-5 tokens a second), at most 224 (a window's usual limit). A
+// pass whose window hallucinates stops there instead of running 224 steps for text that is
+// only shown.
+int interim_token_budget(int64_t samples);
+
 // The longest run of whole words (space-separated) that `a` and `b` both start with: what two
 // successive interim hypotheses agree on (whisper_streaming's LocalAgreement-2), the only
 // interim text sent.

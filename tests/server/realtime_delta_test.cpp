@@ -22,6 +22,14 @@ TEST(RealtimeDelta, NothingWhenTheHypothesisDisagrees) {
   EXPECT_EQ(next_delta("And so my fellow", "And so my", false), "");  // shorter
 }
 
+TEST(RealtimeDelta, InterimTokenBudgetGrowsWithTheAudio) {
+  EXPECT_EQ(interim_token_budget(16000), 42);      // 1 s, the first interim pass
+  EXPECT_EQ(interim_token_budget(16000 * 5), 82);  // 5 s
+  EXPECT_EQ(interim_token_budget(16000 * 19), 222);
+  EXPECT_EQ(interim_token_budget(16000 * 30), 224);  // a window's usual limit
+  EXPECT_EQ(interim_token_budget(16000 * 600), 224);
+}
+
 TEST(RealtimeDelta, FinalTakesTheRest) {
   EXPECT_EQ(next_delta("And so my", "And so my fellow Americans.", true), " fellow Americans.");
   EXPECT_EQ(next_delta("", "Ask.", true), "Ask.");
