@@ -132,6 +132,7 @@ void linear(const Tensor& x, const Tensor& w, const QuantMatrix& wq, const Tenso
   }
   MatmulOptions opt;
   opt.trans_b = true;
+  opt.batch_invariant = true;  // a request's rows do not depend on the batch beside them
   if (has_bias) opt.bias = &bias;
   matmul(x, w, out, opt);
 }

@@ -391,6 +391,7 @@ void LlmModel::run_device(const StepInputs& step, const Tensor& ids, const Tenso
   } else {
     MatmulOptions opt;
     opt.trans_b = true;
+    opt.batch_invariant = true;
     matmul(normed, weights_.lm_head, dev_logits, opt);
   }
 }
@@ -416,6 +417,7 @@ void LlmModel::run_mtp_device(const MtpWeights& m, const StepInputs& step, const
   Tensor x = pool.alloc({n_tok, h_dim}, dtype_);
   MatmulOptions opt;
   opt.trans_b = true;
+  opt.batch_invariant = true;
   matmul(en, m.proj_embed, x, opt);
   opt.beta = 1.0f;
   matmul(hn, m.proj_hidden, x, opt);
@@ -436,6 +438,7 @@ void LlmModel::run_mtp_device(const MtpWeights& m, const StepInputs& step, const
   rms_norm(sel, m.final_norm, eps, normed);
   MatmulOptions head;
   head.trans_b = true;
+  head.batch_invariant = true;
   matmul(normed, m.head, dev_logits, head);
 }
 

@@ -9,9 +9,15 @@
 // beta * c + bias and the GEMM accumulates into it (oneDNN scales its own bias by alpha).
 #include "engine/ops/matmul.h"
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 
+#include <immintrin.h>
+
+#include "engine/cpu/avx2.h"
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/ops/elementwise.h"
 
 #if defined(PARLEY_GEMM_ONEDNN)
@@ -280,9 +286,87 @@ const char* gemm_provider() {
 #endif
 }
 
+namespace {
+
+// Batch-invariant f32 GEMM (MatmulOptions::batch_invariant): c[m, n] = alpha * dot(a row m,
+// b row n) + bias[n] + beta * c[m, n], each dot as eight lane sums over K in steps of 8 (one
+// FMA chain per lane, in k order), then hsum8, then the K % 8 tail in k order; a tile of R
+// rows x C columns only shares loads, so every output is the same operations whatever M, the
+// tile or the thread. Nothing is allocated.
+struct Epilogue {
+  float alpha, beta;
+  const float* bias;  // [N] or null
+};
+
+template <int R, int C>
+PARLEY_AVX2 void dot_tile(const float* a, const float* b, int64_t k, float* out, int64_t ldo,
+                          const Epilogue& e, int64_t col) {
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  const int64_t k8 = k / 8 * 8;
+  for (int64_t i = 0; i < k8; i += 8) {
+    __m256 bv[C];
+    for (int c = 0; c < C; ++c) bv[c] = _mm256_loadu_ps(b + c * k + i);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_loadu_ps(a + r * k + i);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(av, bv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      float s = hsum8(acc[r][c]);
+      for (int64_t i = k8; i < k; ++i) s = std::fma(a[r * k + i], b[c * k + i], s);
+      float& o = out[r * ldo + c];
+      const float old = e.beta != 0.0f ? e.beta * o : 0.0f;
+      o = e.alpha * s + (e.bias ? e.bias[col + c] : 0.0f) + old;
+    }
+}
+
+// Rows in tiles of 2 (then 1), columns in tiles of 4 (then 1); threads split the columns.
+void gemm_invariant(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                    const Epilogue& e) {
+  const int64_t quads = (n + 3) / 4;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1));
+  cpu_threads().parallel_for(quads, grain, [&](int64_t q0, int64_t q1) {
+    const int64_t n0 = q0 * 4, n1 = std::min(n, q1 * 4);
+    for (int64_t i = 0; i < m; i += 2) {
+      const bool two = m - i >= 2;
+      int64_t j = n0;
+      for (; j + 4 <= n1; j += 4) {
+        if (two)
+          dot_tile<2, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+        else
+          dot_tile<1, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+      }
+      for (; j < n1; ++j) {
+        if (two)
+          dot_tile<2, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+        else
+          dot_tile<1, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+      }
+    }
+  });
+}
+
+// Whether gemm_invariant takes this problem (see MatmulOptions::batch_invariant).
+bool invariant_case(const Gemm& g, const Tensor& a, const Tensor& b, const Tensor& c,
+                    const MatmulOptions& opt) {
+  return opt.batch_invariant && !opt.gelu && !opt.norm && g.batch == 0 && g.trans_b && g.k > 0 &&
+         a.dtype() == DType::f32 && b.dtype() == DType::f32 && c.dtype() == DType::f32 &&
+         (!opt.bias || opt.bias->dtype() == DType::f32) && cpu_has_avx2();
+}
+
+}  // namespace
+
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt) {
   const Gemm g = describe(a, b, opt);
   if (c.numel() == 0) return;
+  if (invariant_case(g, a, b, c, opt)) {
+    gemm_invariant(a.data<float>(), b.data<float>(), c.data<float>(), g.m, g.n, g.k,
+                   {opt.alpha, opt.beta, opt.bias ? opt.bias->data<float>() : nullptr});
+    return;
+  }
   if (g.k == 0) {  // an empty product: only bias and beta * c remain
     prefill(c, opt.bias, opt.beta);
     return;

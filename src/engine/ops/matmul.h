@@ -52,6 +52,12 @@ struct MatmulOptions {
   const Tensor* bias = nullptr;     // [N]
   bool gelu = false;                // gelu(...) of the result; needs beta == 0
   const NormInput* norm = nullptr;  // LayerNorm a first (NormInput)
+  // Each row of c must not depend on the other rows of a (a chat model's batch: a request's
+  // answer is the same whatever runs beside it). On the CPU, f32 a, b [N, K] with trans_b
+  // and an f32 c take parley's own dot-product kernel, whose every output sums K in one fixed
+  // order: the GEMM library picks other kernels and splits for other row counts (oneDNN's
+  // AVX2 sgemm does; its AVX-512 kernels happened not to). Elsewhere it changes nothing.
+  bool batch_invariant = false;
 };
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, const MatmulOptions& opt = {});
