@@ -11,7 +11,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 
 #include "audio/decode.h"
 #include "engine/error.h"
@@ -23,10 +22,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kRate = 16000;
-constexpr int64_t kHop = 160;            // samples per mel frame
-constexpr int64_t kWindowFrames = 3000;  // 30 s
-constexpr size_t kPromptTokens = 448;    // more than the seek loop keeps (223)
-constexpr size_t kPromptChars = 4000;    // far more than the seek loop's 223 prompt tokens
+constexpr int64_t kHop = 160;          // samples per mel frame
+constexpr size_t kPromptTokens = 448;  // more than the seek loop keeps (223)
+constexpr size_t kPromptChars = 4000;  // far more than the seek loop's 223 prompt tokens
 constexpr const char* kShuttingDown =
     "[sessions] the server is shutting down; the session is kept: close it again after the "
     "restart";

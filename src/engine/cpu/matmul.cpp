@@ -323,29 +323,25 @@ PARLEY_AVX2 void dot_tile(const float* a, const float* b, int64_t k, float* out,
     }
 }
 
-// Rows in tiles of 2 (then 1), columns in tiles of 4 (then 1); threads split the columns.
+// Rows i..i+R of c over columns [n0, n1): tiles of 4 columns, then single columns.
+template <int R>
+void tile_rows(const float* a, const float* b, float* c, int64_t i, int64_t n0, int64_t n1,
+               int64_t n, int64_t k, const Epilogue& e) {
+  int64_t j = n0;
+  for (; j + 4 <= n1; j += 4) dot_tile<R, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+  for (; j < n1; ++j) dot_tile<R, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+}
+
+// Rows in tiles of 2 (then 1); threads split the columns in groups of 4.
 void gemm_invariant(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                     const Epilogue& e) {
   const int64_t quads = (n + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1));
   cpu_threads().parallel_for(quads, grain, [&](int64_t q0, int64_t q1) {
     const int64_t n0 = q0 * 4, n1 = std::min(n, q1 * 4);
-    for (int64_t i = 0; i < m; i += 2) {
-      const bool two = m - i >= 2;
-      int64_t j = n0;
-      for (; j + 4 <= n1; j += 4) {
-        if (two)
-          dot_tile<2, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
-        else
-          dot_tile<1, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
-      }
-      for (; j < n1; ++j) {
-        if (two)
-          dot_tile<2, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
-        else
-          dot_tile<1, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
-      }
-    }
+    int64_t i = 0;
+    for (; i + 2 <= m; i += 2) tile_rows<2>(a, b, c, i, n0, n1, n, k, e);
+    if (i < m) tile_rows<1>(a, b, c, i, n0, n1, n, k, e);
   });
 }
 
