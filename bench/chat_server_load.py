@@ -31,6 +31,8 @@ import threading
 import time
 import urllib.request
 
+from serve_proc import ParleyServe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -52,7 +54,7 @@ def make_model(args):
     return folder
 
 
-class Server:
+class Server(ParleyServe):
     def __init__(self, args, model, max_running, mixed):
         cmd = [args.parley, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
                "--max-running", str(max_running), "--mixed-prefill", mixed,
@@ -60,18 +62,7 @@ class Server:
                "--whisper-residency", "per-request"]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        line = ""
-        for _ in range(40):
-            line = self.proc.stdout.readline()
-            if not line or "listening on http://" in line:
-                break
-        if "listening on http://" not in line:
-            self.proc.kill()
-            raise RuntimeError("parley serve did not start: " + line)
-        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        super().__init__(cmd)
 
     def metrics(self):
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=60).read()
@@ -81,13 +72,6 @@ class Server:
                 k, v = line.split(" ", 1)
                 out[k] = float(v)
         return out
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def prompt_of(args, key):

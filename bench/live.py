@@ -36,7 +36,6 @@ import argparse
 import array
 import asyncio
 import base64
-import http.client
 import json
 import multiprocessing
 import os
@@ -44,12 +43,12 @@ import random
 import re
 import statistics
 import struct
-import subprocess
 import sys
-import threading
 import time
 import warnings
 import wave
+
+from serve_proc import ParleyServe
 
 with warnings.catch_warnings():  # deprecated in 3.11, present through 3.12 (the GPU machine's)
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -130,42 +129,10 @@ def summary(values):
 
 # ---- the server -------------------------------------------------------------------------
 
-class Server:
-    def __init__(self, parley, model, extra):
-        vad = os.path.join(DATA, "vad", "silero_vad_v6.2.onnx")
-        cmd = [parley, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-               "--vad-model", vad, *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
-        self.lines = []
-        line = ""
-        for _ in range(50):
-            line = self.proc.stdout.readline()
-            self.lines.append(line)
-            if not line or "listening on http://" in line:
-                break
-        if "listening on http://" not in line:
-            self.proc.kill()
-            sys.exit("parley serve did not start:\n" + "".join(self.lines))
-        self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
-        threading.Thread(target=lambda: [self.lines.append(x) for x in self.proc.stdout],
-                         daemon=True).start()
-
-    def request(self, method, path, body=None, headers=None, timeout=600):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.read()
-        finally:
-            conn.close()
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def start_server(parley, model, extra):
+    vad = os.path.join(DATA, "vad", "silero_vad_v6.2.onnx")
+    return ParleyServe([parley, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
+                        "--vad-model", vad, *extra])
 
 
 # ---- a WebSocket client (RFC 6455, text frames), enough for the Realtime endpoint --------
@@ -488,7 +455,7 @@ def main():
     p.add_argument("--manual", action="store_true", help="turn_detection null, commit per clip")
     p.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[])
     args = p.parse_args()
-    server = Server(args.parley, args.model, args.serve_args)
+    server = start_server(args.parley, args.model, args.serve_args)
     try:
         for scenario in args.scenarios:
             take = args.take or ("long" if scenario == "wer" else "jfk62")
