@@ -14,21 +14,8 @@ OUT=${OUT:-/tmp/out}
 DTYPES=${DTYPES:-bf16 f32}
 BATCHES=${BATCHES:-1 8 64}
 STAGES=${STAGES:-mix grammar copy disable overlap verify8b}
-export PATH="/usr/local/cuda/bin:$PATH"
-mkdir -p "$OUT" /tmp/deps /tmp/models
-for f in .deps/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
-export PARLEY_DEPS_PREFIX=/tmp/deps BUILD_DIR=${BUILD_DIR:-/tmp/build-gpu}
-export LD_LIBRARY_PATH="/tmp/deps/usr/lib/$(gcc -print-multiarch):/tmp/deps/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-P=$BUILD_DIR/parley
-has() { [[ " $STAGES " == *" $1 "* ]]; }
-T_START=$(date +%s)
-in_time() { (( $(date +%s) - T_START < ${DEADLINE:-100000} )) || { echo "skipped (deadline): $*"; return 1; }; }
-if [[ ! -x $P ]]; then
-  t0=$(date +%s)
-  PARLEY_CLI=ON PARLEY_BUILD_ONLY=1 PARLEY_TARGETS=parley PARLEY_JOBS=${PARLEY_JOBS:-14} \
-    tools/device/build_and_test.sh >"$OUT/build.log" 2>&1
-  echo "parley build: rc $? in $(($(date +%s) - t0)) s"
-fi
+mkdir -p /tmp/models
+source tools/device/lib.sh
 T=models/parley-chat-target
 D=models/parley-chat-draft
 spec() {  # spec LABEL MODEL ARGS...: one bench spec run, its lines kept with the label
