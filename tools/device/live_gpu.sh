@@ -34,7 +34,7 @@ live() {  # live LABEL ARGS...: one bench/live.py run, its JSON lines kept with 
   in_time "$label" || return
   echo "== $label"
   PYTHONUNBUFFERED=1 python3 bench/live.py --parley "$P" --model $M "$@" --serve-args "${SERVE[@]}" \
-    2>"$OUT/$label.err" | sed "s/^{/{\"run\":\"$label\",/" | tee -a "$OUT/live.jsonl" | cut -c1-600
+    2>"$OUT/$label.err" | sed "s/^{/{\"stage\":\"$label\",/" | tee -a "$OUT/live.jsonl" | cut -c1-600
   tail -3 "$OUT/$label.err"
 }
 has session && live session session --runs ${RUNS:-5}
