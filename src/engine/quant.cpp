@@ -159,7 +159,82 @@ void dequantize_blocks(QuantType t, const uint8_t* blocks, int64_t n_blocks, flo
 
 std::string QuantMatrix::describe() const {
   return std::string(quant_type_name(type)) + "[" + std::to_string(rows) + ", " +
-         std::to_string(cols) + "] " + std::string(device_name(device));
+         std::to_string(cols) + "] " + std::string(device_name(device)) + (packed ? " x8" : "");
+}
+
+QuantMatrix pack_q4_k_x8(const QuantMatrix& m) {
+  check_arg(
+      m.type == QuantType::q4_k && m.device == Device::cpu && !m.packed && m.rows % kQ4kX8Rows == 0,
+      "[quant] pack_q4_k_x8 takes an unpacked q4_K CPU matrix whose rows are a multiple "
+      "of 8, got " +
+          m.describe());
+  const int64_t nb = m.blocks_per_row(), groups = m.rows / kQ4kX8Rows;
+  auto store = std::make_shared<std::vector<uint8_t>>(size_t(groups * nb * kQ4kX8Bytes));
+  const int64_t rb = m.block_row_bytes();
+  cpu_threads().parallel_for(groups, 16, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* out = store->data() + (g * nb + b) * kQ4kX8Bytes;
+        for (int r = 0; r < kQ4kX8Rows; ++r) {
+          const uint8_t* blk = m.data + (g * kQ4kX8Rows + r) * rb + b * 144;
+          std::memcpy(out + 2 * r, blk, 2);
+          std::memcpy(out + 16 + 2 * r, blk + 2, 2);
+          for (int j = 0; j < 8; ++j) {
+            int sc, mn;
+            quant_k4_scale_min(blk + 4, j, sc, mn);
+            out[32 + 16 * (j / 2) + 8 * (j % 2) + r] = uint8_t(sc);
+            out[96 + 16 * (j / 2) + 2 * r + j % 2] = uint8_t(mn);
+          }
+          for (int c = 0; c < 32; ++c)  // chunk c = 8p + t holds qs[32p + 4t ..]
+            std::memcpy(out + 160 + 32 * c + 4 * r, blk + 16 + 4 * c, 4);
+        }
+      }
+  });
+  QuantMatrix out = m;
+  out.data = store->data();
+  out.owner = std::move(store);
+  out.packed = true;
+  return out;
+}
+
+const uint8_t* quant_row_blocks(const QuantMatrix& m, int64_t j, uint8_t* scratch) {
+  if (!m.packed) return m.data + j * m.row_bytes();
+  const int64_t nb = m.blocks_per_row(), g = j / kQ4kX8Rows;
+  const int r = int(j % kQ4kX8Rows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* in = m.data + (g * nb + b) * kQ4kX8Bytes;
+    uint8_t* blk = scratch + b * 144;
+    std::memcpy(blk, in + 2 * r, 2);
+    std::memcpy(blk + 2, in + 16 + 2 * r, 2);
+    // quant_k4_scale_min's encoding, inverted: 6-bit scales and mins 0..3 in bytes 0..7
+    // with the top two bits of 4..7 above them, the low nibbles of 4..7 in bytes 8..11.
+    uint8_t sc[8], mn[8];
+    for (int k = 0; k < 8; ++k) {
+      sc[k] = in[32 + 16 * (k / 2) + 8 * (k % 2) + r];
+      mn[k] = in[96 + 16 * (k / 2) + 2 * r + k % 2];
+    }
+    uint8_t* s = blk + 4;
+    for (int k = 0; k < 4; ++k) {
+      s[k] = uint8_t((sc[k] & 63) | ((sc[k + 4] >> 4) << 6));
+      s[k + 4] = uint8_t((mn[k] & 63) | ((mn[k + 4] >> 4) << 6));
+      s[k + 8] = uint8_t((sc[k + 4] & 15) | ((mn[k + 4] & 15) << 4));
+    }
+    for (int c = 0; c < 32; ++c) std::memcpy(blk + 16 + 4 * c, in + 160 + 32 * c + 4 * r, 4);
+  }
+  return scratch;
+}
+
+QuantMatrix quant_rows(const QuantMatrix& m, int64_t r0, int64_t n) {
+  check_arg(r0 >= 0 && n >= 0 && r0 + n <= m.rows, "[quant] rows [" + std::to_string(r0) + ", " +
+                                                       std::to_string(r0 + n) + ") are outside " +
+                                                       m.describe());
+  check_arg(!m.packed || (r0 % kQ4kX8Rows == 0 && n % kQ4kX8Rows == 0),
+            "[quant] rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") of " +
+                m.describe() + " split its 8-row groups");
+  QuantMatrix out = m;
+  out.rows = n;
+  out.data = m.data + r0 * m.row_bytes();
+  return out;
 }
 
 QuantMatrix quant_matrix(QuantType t, int64_t rows, int64_t cols, const void* data, int64_t bytes,
@@ -179,6 +254,8 @@ QuantMatrix quant_matrix(QuantType t, int64_t rows, int64_t cols, const void* da
 }
 
 QuantMatrix quant_matrix_to(const QuantMatrix& m, Device device) {
+  check_arg(!m.packed || device == Device::cpu,
+            "[quant] " + m.describe() + " is in the CPU's packed layout; copy the unpacked one");
   const int64_t n = m.nbytes();
   // The bytes as an i8 tensor, so device memory comes from (and is counted by) Tensor.
   auto store = std::make_shared<Tensor>(Tensor::empty({n}, DType::i8, device));

@@ -69,6 +69,19 @@ void dequantize_blocks(QuantType t, const uint8_t* blocks, int64_t n_blocks, flo
 // A [rows, cols] weight in t's blocks, row-major: row r is cols / block_size blocks at
 // data + r * row_bytes(). Its memory belongs to `owner` (an mmap'ed file, a device buffer),
 // which the matrix keeps alive. rows = N (out features), cols = K (in features).
+//
+// packed (q4_K on the CPU only, made by pack_q4_k_x8): the rows regrouped eight at a time so
+// that the fast path's 8 int32 lanes are 8 weight rows. Group g (rows 8g..8g+7) is nb
+// blocks of kQ4kX8Bytes at data + g * 8 * row_bytes(); block b of the group holds, for
+// its 8 rows r, in bytes:
+//   0    d[r] (f16, 8 x 2)      16   dmin[r] (f16, 8 x 2)
+//   32   scales, pair p = 0..3: 16 bytes, sc(2p) of rows 0..7 then sc(2p + 1) of rows 0..7
+//   96   mins, pair p: 16 bytes, mn(2p), mn(2p + 1) of row 0, then of row 1, ...
+//   160  qs, chunk (p, t) for p = 0..3, t = 0..7: 32 bytes, row r's bytes 4r..4r+3 are the
+//        block's qs[32p + 4t .. 32p + 4t + 3] (low nibbles: values 64p + 4t.., sub-block 2p;
+//        high nibbles: values 64p + 32 + 4t.., sub-block 2p + 1)
+// (the 6-bit scales and mins unpacked to bytes: 148 bytes per row and block against 144).
+// The packing is lossless: quant_row_blocks gives a row's original blocks back.
 struct QuantMatrix {
   QuantType type = QuantType::q8_0;
   int64_t rows = 0;
@@ -76,20 +89,38 @@ struct QuantMatrix {
   const uint8_t* data = nullptr;
   std::shared_ptr<const void> owner;
   Device device = Device::cpu;
+  bool packed = false;  // q4_K in 8-row groups (above); rows a multiple of 8
 
-  int64_t row_bytes() const {
-    return cols / quant_format(type).block_size * quant_format(type).block_bytes;
-  }
+  int64_t blocks_per_row() const { return cols / quant_format(type).block_size; }
+  // Bytes of one row's blocks as ggml stores them.
+  int64_t block_row_bytes() const { return blocks_per_row() * quant_format(type).block_bytes; }
+  // Bytes per row in memory (packed: a group's bytes / 8).
+  int64_t row_bytes() const;
   int64_t nbytes() const { return rows * row_bytes(); }
-  std::string describe() const;  // "q4_K[4096, 4096] cpu"
+  std::string describe() const;  // "q4_K[4096, 4096] cpu", "... cpu x8"
 };
+
+// The packed q4_K layout's facts.
+inline constexpr int kQ4kX8Rows = 8;
+inline constexpr int kQ4kX8Bytes = 1184;  // one block of one group
+inline int64_t QuantMatrix::row_bytes() const {
+  return packed ? blocks_per_row() * kQ4kX8Bytes / kQ4kX8Rows : block_row_bytes();
+}
+
+// m (q4_K on the CPU, rows a multiple of 8, not packed) regrouped into memory of its own.
+QuantMatrix pack_q4_k_x8(const QuantMatrix& m);
+// Row j's blocks as ggml stores them: a pointer into m's memory, or (packed) the row
+// rebuilt into `scratch` (block_row_bytes() bytes), which is returned.
+const uint8_t* quant_row_blocks(const QuantMatrix& m, int64_t j, uint8_t* scratch);
+// Rows [r0, r0 + n) of m, the same memory (packed: r0 and n multiples of 8).
+QuantMatrix quant_rows(const QuantMatrix& m, int64_t r0, int64_t n);
 
 // Checks that `bytes` blocks hold a [rows, cols] matrix of type t (cols a multiple of the
 // block size, bytes the exact count) and wraps them, under `owner`; errors name `source`.
 QuantMatrix quant_matrix(QuantType t, int64_t rows, int64_t cols, const void* data, int64_t bytes,
                          std::shared_ptr<const void> owner, Device device = Device::cpu,
                          std::string_view source = "quant");
-// A copy of m's bytes on `device` (its own memory).
+// A copy of m's bytes on `device` (its own memory; not for packed matrices, which are CPU-only).
 QuantMatrix quant_matrix_to(const QuantMatrix& m, Device device);
 
 class Tensor;

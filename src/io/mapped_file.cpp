@@ -37,6 +37,14 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+void release_pages(std::span<const uint8_t> bytes) {
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(bytes.data()) + page - 1) / page * page;
+  const uintptr_t end = (uintptr_t(bytes.data()) + bytes.size()) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

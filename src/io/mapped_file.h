@@ -31,4 +31,9 @@ class MappedFile {
   std::string path_;
 };
 
+// Drops the resident pages wholly inside `bytes`, a range of a MappedFile that nothing will
+// read again soon (a loader that has copied the bytes elsewhere). The map stays valid: a page
+// touched later is read back from the file.
+void release_pages(std::span<const uint8_t> bytes);
+
 }  // namespace parley::io

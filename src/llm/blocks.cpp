@@ -77,10 +77,7 @@ LayerWeights load_layer_at(const TensorSource& src, const std::string& p, const 
   }
   // Expert x of a stacked quantized [E * N, K] matrix: its N rows, same blocks.
   auto expert_rows = [](const QuantMatrix& m, int64_t x, int64_t n) {
-    QuantMatrix r = m;
-    r.rows = n;
-    r.data = m.data + x * n * m.row_bytes();
-    return r;
+    return quant_rows(m, x * n, n);
   };
   for (int64_t x = 0; x < e; ++x) {
     ExpertWeights ew;

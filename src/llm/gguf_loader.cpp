@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/ops/quant_matmul.h"
+#include "io/mapped_file.h"
 #include "llm/families/families.h"
 
 namespace parley {
@@ -318,6 +320,16 @@ LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
   const bool unpermute = config.family == LlmFamily::llama;
   std::map<std::string, Tensor> tensors;
   std::map<std::string, QuantMatrix> quant;  // linear weights left in their blocks
+  // On the CPU, a weight in the layout the kernels read fastest (q4_K: 8-row groups, whole
+  // groups per stacked expert); the file's copy of the blocks then leaves memory.
+  auto cpu_layout = [&](QuantMatrix m, const Shape& shape, std::span<const uint8_t> raw) {
+    if (options.device != Device::cpu || (shape.ndim() >= 3 && shape[-2] % kQ4kX8Rows != 0))
+      return m;
+    QuantMatrix p = matmul_quant_layout(m);
+    if (!p.packed) return m;
+    io::release_pages(raw);
+    return p;
+  };
   Tensor rope_freqs;
   for (const io::GgufTensorInfo& info : f.tensors()) {
     const std::string& n = info.name;
@@ -348,7 +360,10 @@ LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
     // every step.
     const bool head = n == "output.weight" || n == "token_embd.weight";
     if (head && quant_type_from_ggml(info.type)) {
-      quant.emplace(role, io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner()));
+      // The tied embedding's rows are widened below, so its blocks serve the head only.
+      quant.emplace(role,
+                    cpu_layout(io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner()),
+                               info.shape, f.raw(n)));
       if (n == "output.weight") continue;
     }
     const bool q_or_k = unpermute && (base == "attn_q" || base == "attn_k");
@@ -358,10 +373,12 @@ LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
         quant_type_from_ggml(info.type)) {
       QuantMatrix m = io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner());
       if (q_or_k) m = unpermute_rows(m, heads, what);
-      quant.emplace(role, std::move(m));
+      quant.emplace(role, cpu_layout(std::move(m), info.shape, f.raw(n)));
       continue;
     }
     Tensor t = tensor_f32(f, info);
+    if (head && quant.count(role) && quant.at(role).packed)
+      io::release_pages(f.raw(n));  // widened; the head reads its packed copy
     if (q_or_k) t = unpermute_rows(t, heads, what);
     tensors.emplace(role, std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -247,6 +248,53 @@ TEST_F(QuantMatmul, BatchInvariant) {
   }
 }
 
+// q4_K packed eight rows to a group (the CPU's layout for q4_K, matmul_quant_layout): every
+// row's blocks come back byte for byte, and the packed kernels' results equal the unpacked
+// ones bit for bit at every M (their tiles of 1-4 activation rows), so a row alone equals
+// itself in a batch; the reference reads the packed rows too.
+TEST_F(QuantMatmul, PackedQ4kEqualsUnpacked) {
+  if (!quant_fast_path(QuantType::q4_k)) GTEST_SKIP() << "no AVX2 fast path on this CPU";
+  for (int64_t k : {256, 1024, 4096}) {
+    const int64_t n = k == 4096 ? 24 : 136;
+    const RandomMatrix m = random_matrix(QuantType::q4_k, n, k, rng_);
+    const QuantMatrix p = matmul_quant_layout(m.w);
+    ASSERT_TRUE(p.packed);
+    EXPECT_EQ(p.nbytes(), n * k / 256 * 148);
+    std::vector<uint8_t> scratch(size_t(p.block_row_bytes()));
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(std::memcmp(quant_row_blocks(p, j, scratch.data()),
+                            quant_row_blocks(m.w, j, nullptr), size_t(m.w.block_row_bytes())),
+                0)
+          << "row " << j;
+    for (int64_t rows : {1, 2, 3, 4, 5, 7, 16}) {
+      SCOPED_TRACE("M=" + std::to_string(rows) + " K=" + std::to_string(k));
+      const Tensor a = random_rows(rows, k, rng_);
+      const Tensor packed = run(a, p, false);
+      EXPECT_EQ(std::memcmp(packed.raw(), run(a, m.w, false).raw(), packed.nbytes()), 0);
+      const Tensor ref = run(a, p, true);
+      EXPECT_EQ(std::memcmp(ref.raw(), run(a, m.w, true).raw(), ref.nbytes()), 0);
+      EXPECT_LE(max_rel(packed, ref, abs_dot(a, m.w)), fast_tol(k));
+      for (int64_t i = 0; i < rows; ++i) {
+        const Tensor one = run(a.slice0(i, i + 1), p, false);
+        EXPECT_EQ(std::memcmp(one.raw(), packed.data<float>() + i * n, size_t(n) * 4), 0)
+            << "row " << i;
+      }
+    }
+  }
+  // Whole groups slice (a stacked expert's rows); a cut through a group is an error.
+  const RandomMatrix m = random_matrix(QuantType::q4_k, 32, 512, rng_);
+  const QuantMatrix p = matmul_quant_layout(m.w);
+  const Tensor a = random_rows(3, 512, rng_);
+  const Tensor whole = run(a, p, false), part = run(a, quant_rows(p, 8, 16), false);
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(std::memcmp(part.data<float>() + i * 16, whole.data<float>() + i * 32 + 8, 64), 0);
+  EXPECT_THROW(quant_rows(p, 4, 8), Error);
+  EXPECT_THROW(quant_matrix_to(p, Device::cuda), Error);
+  // Other types and row counts stay as they are.
+  EXPECT_FALSE(matmul_quant_layout(random_matrix(QuantType::q4_k, 12, 256, rng_).w).packed);
+  EXPECT_FALSE(matmul_quant_layout(random_matrix(QuantType::q6_k, 16, 256, rng_).w).packed);
+}
+
 TEST_F(QuantMatmul, QuantizeQ8_0RoundTripsWithinHalfAStep) {
   // Gaussian rows with an all-zero block and a block of one value: per 32 values the scale is
   // max|x| / 127 as an f16, every value within half a step of its float, the max at +-127.
@@ -342,10 +390,17 @@ TEST_F(QuantMatmul, BadArguments) {
 // GB/s of weight streamed at M = 1 for 4096 x 4096: hot (one matrix, cache resident) and
 // cold (a rotation of matrices larger than the last-level cache the machine reports).
 TEST_F(QuantMatmul, DISABLED_Bandwidth) {
-  for (QuantType t :
-       {QuantType::q4_k, QuantType::q8_0, QuantType::q4_0, QuantType::q6_k, QuantType::q3_k}) {
+  for (int v = 0; v < 6; ++v) {
+    // q4_K twice: as ggml stores it, then in the CPU's 8-row groups (matmul_quant_layout).
+    const QuantType t = std::array{QuantType::q4_k, QuantType::q4_k, QuantType::q8_0,
+                                   QuantType::q4_0, QuantType::q6_k, QuantType::q3_k}[size_t(v)];
     const int64_t n = 4096, k = 4096;
-    const RandomMatrix one = random_matrix(t, n, k, rng_);
+    RandomMatrix one = random_matrix(t, n, k, rng_);
+    const QuantMatrix packed = matmul_quant_layout(one.w);
+    if (v == 1) {
+      one.bytes.assign(packed.data, packed.data + packed.nbytes());
+      one.w = packed;
+    }
     const int64_t bytes = one.w.nbytes();
     const int copies = int(std::max<int64_t>(2, (int64_t(1200) << 20) / bytes));
     std::vector<uint8_t> big(size_t(bytes * copies));
@@ -394,8 +449,8 @@ TEST_F(QuantMatmul, DISABLED_Bandwidth) {
     std::printf(
         "  %s 4096x4096 M=1: %d threads hot %.1f GB/s, cold (%d MB rotation) %.1f GB/s "
         "(plain read %.1f GB/s); 1 thread hot %.1f, cold %.1f; reference %.2f GB/s\n",
-        std::string(quant_type_name(t)).c_str(), threads, hot, int(bytes * copies >> 20), cold,
-        base, hot1, cold1, ref);
+        (std::string(quant_type_name(t)) + (one.w.packed ? " x8" : "")).c_str(), threads, hot,
+        int(bytes * copies >> 20), cold, base, hot1, cold1, ref);
   }
 }
 
@@ -407,11 +462,15 @@ TEST_F(QuantMatmul, DISABLED_PrefillThroughput) {
     int64_t n, k;
   };
   const Shape shapes[] = {{2048, 1024}, {3072, 1024}, {1024, 3072}};
-  for (QuantType t : {QuantType::q8_0, QuantType::q4_k, QuantType::q6_k, QuantType::q4_0}) {
+  for (int v = 0; v < 5; ++v) {
+    // q4_K as ggml stores it, then packed (matmul_quant_layout).
+    const QuantType t = std::array{QuantType::q8_0, QuantType::q4_k, QuantType::q4_k,
+                                   QuantType::q6_k, QuantType::q4_0}[size_t(v)];
     for (int64_t rows : {256, 1}) {
       double macs = 0, secs = 0;
       for (const Shape& s : shapes) {
-        const RandomMatrix m = random_matrix(t, s.n, s.k, rng_);
+        RandomMatrix m = random_matrix(t, s.n, s.k, rng_);
+        if (v == 2) m.w = matmul_quant_layout(m.w);
         const Tensor a = random_rows(rows, s.k, rng_);
         Tensor c = Tensor::empty({rows, s.n}, DType::f32);
         matmul_quant(a, m.w, c);
@@ -427,8 +486,8 @@ TEST_F(QuantMatmul, DISABLED_PrefillThroughput) {
         macs += double(rows) * double(s.n) * double(s.k);
       }
       std::printf("  %s M=%lld: %.1f GMAC/s (%d threads)\n",
-                  std::string(quant_type_name(t)).c_str(), (long long)rows, macs / secs / 1e9,
-                  cpu_threads().size());
+                  (std::string(quant_type_name(t)) + (v == 2 ? " x8" : "")).c_str(),
+                  (long long)rows, macs / secs / 1e9, cpu_threads().size());
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -54,8 +55,9 @@ void matmul_reference(const Tensor& a, const QuantMatrix& w, Tensor& c,
   const float* bias = opt.bias ? opt.bias->data<float>() : nullptr;
   cpu_threads().parallel_for(n, column_grain(w, m), [&](int64_t n0, int64_t n1) {
     std::vector<float> row(static_cast<size_t>(k));
+    std::vector<uint8_t> blocks(size_t(w.packed ? w.block_row_bytes() : 0));
     for (int64_t j = n0; j < n1; ++j) {
-      dequantize_blocks(w.type, w.data + j * w.row_bytes(), nb, row.data());
+      dequantize_blocks(w.type, quant_row_blocks(w, j, blocks.data()), nb, row.data());
       for (int64_t i = 0; i < m; ++i) {
         const float* x = pa + i * k;
         float s = 0.0f;
@@ -282,12 +284,8 @@ PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, in
   constexpr bool kQ5 = T == QuantType::q5_k;
   constexpr int kBytes = quant_format(T).block_bytes;
   const __m256i low4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-  __m256 acc[R];
-  float mins[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    mins[r] = 0.0f;
-  }
+  float acc[R], mins[R];
+  for (int r = 0; r < R; ++r) acc[r] = mins[r] = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + b * kBytes;
     _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch, _MM_HINT_T0);
@@ -332,11 +330,74 @@ PARLEY_AVX2 void dot_k4(const uint8_t* w, int64_t nb, const QuantizedRows& x, in
       const __m128i bs =
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums32_row(m0 + r) + 8 * b));
       const int msum = hsum_epi32_128(_mm_madd_epi16(mins16, bs));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * ad), acc[r]);
-      mins[r] += dmin * ad * float(msum);
+      // The block's exact integer sums, then one f32 fma each: the packed q4_K kernel's
+      // arithmetic lane for lane, so a row's result is the same in either layout.
+      acc[r] = fmadd(float(hsum_epi32(isum[r])), d * ad, acc[r]);
+      mins[r] = fmadd(float(msum), dmin * ad, mins[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]) - mins[r];
+  for (int r = 0; r < R; ++r) out[r] = acc[r] - mins[r];
+}
+
+// q4_K packed eight rows to a group (engine/quant.h): R activation rows against the group's
+// 8 weight rows, one weight row per int32 lane. Per sub-block pair and chunk, the 4 bytes of
+// each row are multiplied (maddubs) against 4 activation bytes broadcast to every lane; the
+// int16 pair sums of a sub-block's 8 chunks stay below 8 * 2 * 15 * 127 = 30480, then one
+// madd applies the rows' 6-bit scales. The per-block sums are exact integers and the f32
+// steps are dot_k4's, so results equal the unpacked layout's bit for bit.
+template <int R>
+PARLEY_AVX2 void dot_q4k_x8(const uint8_t* g, int64_t nb, const QuantizedRows& x, int64_t m0,
+                            float* out) {
+  const __m256i low4 = _mm256_set1_epi8(15);
+  __m256 acc[R], mins[R];
+  for (int r = 0; r < R; ++r) acc[r] = mins[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kQ4kX8Bytes;
+    __m256i isum[R], msum[R];
+    for (int r = 0; r < R; ++r) isum[r] = msum[r] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      for (int l = 0; l < 5; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetch + 320 * p + 64 * l,
+                     _MM_HINT_T0);
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * p));
+      const __m128i mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 96 + 16 * p));
+      const uint8_t* qs = blk + 160 + 256 * p;
+      for (int half = 0; half < 2; ++half) {
+        __m256i s16[R];
+        for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) {
+          const __m256i raw = load256(qs + 32 * t);
+          const __m256i q = half ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4)
+                                 : _mm256_and_si256(raw, low4);
+          for (int r = 0; r < R; ++r) {
+            int32_t a4;
+            std::memcpy(&a4, x.q_row(m0 + r) + 256 * b + 64 * p + 32 * half + 4 * t, 4);
+            s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(q, _mm256_set1_epi32(a4)));
+          }
+        }
+        // Each row's scale in both int16 halves of its lane.
+        const __m256i s =
+            _mm256_cvtepu8_epi16(half ? _mm_unpackhi_epi8(sc, sc) : _mm_unpacklo_epi8(sc, sc));
+        for (int r = 0; r < R; ++r)
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s16[r], s));
+      }
+      const __m256i mn16 = _mm256_cvtepu8_epi16(mn);
+      for (int r = 0; r < R; ++r) {
+        int32_t bs2;  // a's sums over sub-blocks 2p and 2p + 1
+        std::memcpy(&bs2, x.bsums32_row(m0 + r) + 8 * b + 2 * p, 4);
+        msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(mn16, _mm256_set1_epi32(bs2)));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    for (int r = 0; r < R; ++r) {
+      const __m256 ad = _mm256_set1_ps(x.d_row(m0 + r)[b]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, ad), acc[r]);
+      mins[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dmin, ad), mins[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_sub_ps(acc[r], mins[r]));
 }
 
 // q6_K: 16 groups of 16 with int8 scales; q - 32 as q times a minus 32 times a's sums.
@@ -602,13 +663,55 @@ void matmul_fast(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQ
   });
 }
 
+// The packed q4_K path: as matmul_fast, whole 8-row groups per kernel call.
+void matmul_packed(const Tensor& a, const QuantMatrix& w, Tensor& c,
+                   const MatmulQuantOptions& opt) {
+  using Kernel = void (*)(const uint8_t*, int64_t, const QuantizedRows&, int64_t, float*);
+  static constexpr Kernel kKernels[kTileRows] = {&dot_q4k_x8<1>, &dot_q4k_x8<2>, &dot_q4k_x8<3>,
+                                                 &dot_q4k_x8<4>};
+  const int64_t m = a.dim(0), n = w.rows, nb = w.blocks_per_row();
+  const int64_t group_bytes = nb * kQ4kX8Bytes, groups = n / kQ4kX8Rows;
+  thread_local QuantizedRows rows;
+  quantize_rows(a.data<float>(), m, w.cols, 256, rows);
+  float* pc = c.data<float>();
+  const float* bias = opt.bias ? opt.bias->data<float>() : nullptr;
+  const QuantizedRows& x = rows;
+  const int64_t block_groups = std::max<int64_t>(1, kWeightBlock / group_bytes);
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / group_bytes);
+  cpu_threads().parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
+    float out[kTileRows * kQ4kX8Rows];
+    for (int64_t j0 = g0; j0 < g1; j0 += block_groups) {
+      const int64_t j1 = std::min(g1, j0 + block_groups);
+      for (int64_t i = 0; i < m; i += kTileRows) {
+        const int r = int(std::min<int64_t>(kTileRows, m - i));
+        for (int64_t g = j0; g < j1; ++g) {
+          kKernels[r - 1](w.data + g * group_bytes, nb, x, i, out);
+          for (int rr = 0; rr < r; ++rr)
+            for (int j = 0; j < kQ4kX8Rows; ++j) {
+              const int64_t col = g * kQ4kX8Rows + j;
+              store(pc, (i + rr) * n + col, out[rr * kQ4kX8Rows + j], bias, col, opt.beta);
+            }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool quant_fast_path(QuantType) { return cpu_has_avx2(); }
 
+QuantMatrix matmul_quant_layout(const QuantMatrix& w) {
+  if (w.type != QuantType::q4_k || w.packed || w.rows % kQ4kX8Rows != 0 || !cpu_has_avx2())
+    return w;
+  return pack_q4_k_x8(w);
+}
+
 void matmul_quant(const Tensor& a, const QuantMatrix& w, Tensor& c, const MatmulQuantOptions& opt) {
   if (opt.reference || !cpu::quant_fast_path(w.type))
     matmul_reference(a, w, c, opt);
+  else if (w.packed)
+    matmul_packed(a, w, c, opt);
   else
     matmul_fast(a, w, c, opt);
 }

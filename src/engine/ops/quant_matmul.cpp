@@ -21,6 +21,9 @@ void check_quant_matrix(const QuantMatrix& w) {
   });
   require(w.data != nullptr || w.nbytes() == 0, kOp,
           [&] { return "w " + w.describe() + " has no data"; });
+  require(!w.packed ||
+              (w.device == Device::cpu && w.type == QuantType::q4_k && w.rows % kQ4kX8Rows == 0),
+          kOp, [&] { return "w " + w.describe() + ": only CPU q4_K is packed, 8 rows a group"; });
 }
 
 }  // namespace
@@ -55,5 +58,9 @@ void matmul_quant(const Tensor& a, const QuantMatrix& w, Tensor& c, const Matmul
 }
 
 bool quant_fast_path(QuantType t) { return cpu::quant_fast_path(t); }
+
+QuantMatrix matmul_quant_layout(const QuantMatrix& w) {
+  return w.device == Device::cpu ? cpu::matmul_quant_layout(w) : w;
+}
 
 }  // namespace parley
