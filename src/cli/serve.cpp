@@ -38,6 +38,7 @@ struct ServeCliOptions {
   std::string residency = "resident";
   double max_body_mb = 25;
   int whisper_batch = 16;
+  int sample_len = 0;
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -81,6 +82,7 @@ void run_serve(ServeCliOptions opt) {
                                      : opt.model;
   s.load = load_options(opt.device, opt.audio_ctx);
   s.batch = opt.whisper_batch;
+  s.max_sample_len = opt.sample_len;
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
   s.vad_default = opt.vad == "on";
@@ -153,6 +155,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--whisper-batch,--workers", opt->whisper_batch,
                   "Transcriptions decoded together: their windows share encoder calls and "
                   "decoder steps (1: one at a time)")
+      ->capture_default_str();
+  cmd->add_option("--sample-len", opt->sample_len,
+                  "Most tokens a transcription decodes per 30 s window, every request and live "
+                  "stream (openai-whisper's sample_len; 0: the model's 224)")
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")

@@ -54,6 +54,7 @@ std::unique_lock<std::mutex> hold_device(Device device) {
 
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
   check_arg(options_.batch >= 1, "[serve] --whisper-batch must be at least 1");
+  check_arg(options_.max_sample_len >= 0, "[serve] --sample-len must not be negative");
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
   if (!options_.vad_model.empty()) vad_ = vad::SileroModel::load(options_.vad_model);
   if (options_.residency == Residency::resident) {
@@ -73,6 +74,10 @@ std::string WhisperService::model_id() const {
 }
 
 bool WhisperService::submit(std::shared_ptr<TranscriptionJob> job) {
+  if (const int cap = options_.max_sample_len; cap > 0) {
+    int& n = job->options.sample_len;
+    n = n > 0 ? std::min(n, cap) : cap;
+  }
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;

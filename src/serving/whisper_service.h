@@ -61,6 +61,9 @@ struct ServiceOptions {
   std::string vad_model;
   // Whether a request that does not say (`vad` field) goes through the gate.
   bool vad_default = true;
+  // Most tokens any job decodes per 30 s window (--sample-len; openai-whisper's sample_len):
+  // a job's own smaller limit stays. 0: the model's (224 for Whisper).
+  int max_sample_len = 0;
 };
 
 struct TranscriptionJob {

@@ -203,6 +203,38 @@ TEST(WhisperServiceBatch, AFullQueueRefusesAndBadAudioIsAnErrorWhileOthersFinish
   EXPECT_THROW(WhisperService{zero}, Error);
 }
 
+// --sample-len: every job decodes at most that many tokens per window (a smaller limit of its
+// own stays), and gets what transcribe() gives alone with that limit.
+TEST(WhisperServiceBatch, SampleLenCapsEveryJobsWindows) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << kModel;
+  ServiceOptions so;
+  so.model_dir = kModel;
+  so.batch = 2;
+  so.max_sample_len = 8;
+  WhisperService service(so);
+  TranscribeOptions own;
+  own.sample_len = 5;
+  Request capped("capped", file_bytes("jfk.wav")), smaller("smaller", file_bytes("jfk.wav"), own);
+  ASSERT_TRUE(service.submit(capped.job));
+  ASSERT_TRUE(service.submit(smaller.job));
+  ASSERT_TRUE(capped.wait_done());
+  ASSERT_TRUE(smaller.wait_done());
+  ASSERT_TRUE(capped.result && smaller.result);
+  for (auto [r, n] : {std::pair{&capped, 8}, std::pair{&smaller, 5}}) {
+    TranscribeOptions o;
+    o.sample_len = n;
+    const TranscribeResult want = alone(Request(r->name, file_bytes("jfk.wav")), o);
+    EXPECT_EQ(r->result->text, want.text) << r->name;
+    EXPECT_FALSE(r->result->segments.empty()) << r->name;
+    for (const auto& seg : r->result->segments)  // a segment lies in one window
+      EXPECT_LE(seg.tokens.size(), size_t(n)) << r->name;
+  }
+  EXPECT_NE(capped.result->text, smaller.result->text);
+  ServiceOptions bad = so;
+  bad.max_sample_len = -1;
+  EXPECT_THROW(WhisperService{bad}, Error);
+}
+
 TEST(WhisperServiceBatch, BackgroundJobsWaitBehindEveryOtherQueuedJob) {
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << kModel;
   ServiceOptions so;
