@@ -3,7 +3,10 @@
 // product (float64 within f32 rounding) with bias, alpha and beta applied.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -55,6 +58,40 @@ TEST(MatmulInvariant, RowsEqualTheirProductAloneAndFloat64) {
         want = 0.5 * want + bias.data<float>()[j] + 0.25 * before.data<float>()[r * n + j];
         EXPECT_NEAR(got, want, 1e-6 * (scale + 2.0)) << "k " << k;
       }
+    }
+  }
+}
+
+// By hand: ./test_ops --gtest_also_run_disabled_tests --gtest_filter='*InvariantThroughput*'
+// GFLOP/s of the batch-invariant GEMM against the library's GEMM (oneDNN) on qwen3-0.6b's
+// projection shapes at prefill (M = 256) and decode (M = 1): the price of invariance.
+TEST(MatmulInvariant, DISABLED_InvariantThroughput) {
+  std::mt19937_64 rng(3);
+  struct Shape {
+    int64_t n, k;
+  };
+  for (const int64_t m : {256, 1}) {
+    for (const bool invariant : {false, true}) {
+      double flops = 0, secs = 0;
+      for (const Shape s : {Shape{2048, 1024}, Shape{3072, 1024}, Shape{1024, 3072}}) {
+        const Tensor a = random({m, s.k}, rng), b = random({s.n, s.k}, rng);
+        Tensor c = Tensor::empty({m, s.n}, DType::f32);
+        MatmulOptions o;
+        o.trans_b = true;
+        o.batch_invariant = invariant;
+        matmul(a, b, c, o);
+        double best = INFINITY;  // the fastest of several calls: other work shares the cores
+        for (int r = 0; r < (m == 1 ? 50 : 8); ++r) {
+          const auto t0 = std::chrono::steady_clock::now();
+          matmul(a, b, c, o);
+          best = std::min(
+              best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        secs += best;
+        flops += 2.0 * double(m) * double(s.n) * double(s.k);
+      }
+      std::printf("  M=%lld %s: %.1f GFLOP/s\n", (long long)m,
+                  invariant ? "batch-invariant" : "library", flops / secs / 1e9);
     }
   }
 }

@@ -323,12 +323,14 @@ PARLEY_AVX2 void dot_tile(const float* a, const float* b, int64_t k, float* out,
     }
 }
 
-// Rows i..i+R of c over columns [n0, n1): tiles of 4 columns, then single columns.
+// Rows i..i+R of c over columns [n0, n1): tiles of C columns (the R x C accumulators and
+// C weight vectors within the 16 registers), then single columns.
 template <int R>
 void tile_rows(const float* a, const float* b, float* c, int64_t i, int64_t n0, int64_t n1,
                int64_t n, int64_t k, const Epilogue& e) {
+  constexpr int C = R >= 4 ? 3 : 4;
   int64_t j = n0;
-  for (; j + 4 <= n1; j += 4) dot_tile<R, 4>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
+  for (; j + C <= n1; j += C) dot_tile<R, C>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
   for (; j < n1; ++j) dot_tile<R, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
 }
 
@@ -337,11 +339,20 @@ void gemm_invariant(const float* a, const float* b, float* c, int64_t m, int64_t
                     const Epilogue& e) {
   const int64_t quads = (n + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1));
+  // A thread walks its columns in blocks of about 128 KiB of b, each against every row pair,
+  // so the block stays in L2 while a's rows stream (blocking moves no arithmetic).
+  // (A few rows read b once anyway: no blocks.)
+  const int64_t block =
+      m < 4 ? n : std::max<int64_t>(12, (int64_t(1) << 15) / std::max<int64_t>(k, 1) / 12 * 12);
   cpu_threads().parallel_for(quads, grain, [&](int64_t q0, int64_t q1) {
-    const int64_t n0 = q0 * 4, n1 = std::min(n, q1 * 4);
-    int64_t i = 0;
-    for (; i + 2 <= m; i += 2) tile_rows<2>(a, b, c, i, n0, n1, n, k, e);
-    if (i < m) tile_rows<1>(a, b, c, i, n0, n1, n, k, e);
+    for (int64_t n0 = q0 * 4, end = std::min(n, q1 * 4); n0 < end; n0 += block) {
+      const int64_t n1 = std::min(end, n0 + block);
+      int64_t i = 0;
+      for (; i + 4 <= m; i += 4) tile_rows<4>(a, b, c, i, n0, n1, n, k, e);
+      if (m - i == 3) tile_rows<3>(a, b, c, i, n0, n1, n, k, e);
+      if (m - i == 2) tile_rows<2>(a, b, c, i, n0, n1, n, k, e);
+      if (m - i == 1) tile_rows<1>(a, b, c, i, n0, n1, n, k, e);
+    }
   });
 }
 
