@@ -171,12 +171,13 @@ QuantMatrix pack_q4_k_x8(const QuantMatrix& m) {
   const int64_t nb = m.blocks_per_row(), groups = m.rows / kQ4kX8Rows;
   auto store = std::make_shared<std::vector<uint8_t>>(size_t(groups * nb * kQ4kX8Bytes));
   const int64_t rb = m.block_row_bytes();
+  constexpr int kBlock = quant_format(QuantType::q4_k).block_bytes;
   cpu_threads().parallel_for(groups, 16, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t b = 0; b < nb; ++b) {
         uint8_t* out = store->data() + (g * nb + b) * kQ4kX8Bytes;
         for (int r = 0; r < kQ4kX8Rows; ++r) {
-          const uint8_t* blk = m.data + (g * kQ4kX8Rows + r) * rb + b * 144;
+          const uint8_t* blk = m.data + (g * kQ4kX8Rows + r) * rb + b * kBlock;
           std::memcpy(out + 2 * r, blk, 2);
           std::memcpy(out + 16 + 2 * r, blk + 2, 2);
           for (int j = 0; j < 8; ++j) {
@@ -201,9 +202,10 @@ const uint8_t* quant_row_blocks(const QuantMatrix& m, int64_t j, uint8_t* scratc
   if (!m.packed) return m.data + j * m.row_bytes();
   const int64_t nb = m.blocks_per_row(), g = j / kQ4kX8Rows;
   const int r = int(j % kQ4kX8Rows);
+  constexpr int kBlock = quant_format(QuantType::q4_k).block_bytes;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* in = m.data + (g * nb + b) * kQ4kX8Bytes;
-    uint8_t* blk = scratch + b * 144;
+    uint8_t* blk = scratch + b * kBlock;
     std::memcpy(blk, in + 2 * r, 2);
     std::memcpy(blk + 2, in + 16 + 2 * r, 2);
     // quant_k4_scale_min's encoding, inverted: 6-bit scales and mins 0..3 in bytes 0..7

@@ -321,14 +321,12 @@ LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, QuantMatrix> quant;  // linear weights left in their blocks
   // On the CPU, a weight in the layout the kernels read fastest (q4_K: 8-row groups, whole
-  // groups per stacked expert); the file's copy of the blocks then leaves memory.
-  auto cpu_layout = [&](QuantMatrix m, const Shape& shape, std::span<const uint8_t> raw) {
+  // groups per stacked expert). A packed one is a copy: the file's pages are released once
+  // nothing reads them any more.
+  auto cpu_layout = [&](QuantMatrix m, const Shape& shape) {
     if (options.device != Device::cpu || (shape.ndim() >= 3 && shape[-2] % kQ4kX8Rows != 0))
       return m;
-    QuantMatrix p = matmul_quant_layout(m);
-    if (!p.packed) return m;
-    io::release_pages(raw);
-    return p;
+    return matmul_quant_layout(m);
   };
   Tensor rope_freqs;
   for (const io::GgufTensorInfo& info : f.tensors()) {
@@ -359,26 +357,33 @@ LlmModel load_gguf_llm(const std::string& path, const LlmLoadOptions& options) {
     // also widened below for the row gather): the largest matrix of a small model, read
     // every step.
     const bool head = n == "output.weight" || n == "token_embd.weight";
+    const std::span<const uint8_t> raw = f.raw(n);
+    bool copied = false;  // the blocks live on in a packed copy of their own
     if (head && quant_type_from_ggml(info.type)) {
       // The tied embedding's rows are widened below, so its blocks serve the head only.
-      quant.emplace(role,
-                    cpu_layout(io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner()),
-                               info.shape, f.raw(n)));
-      if (n == "output.weight") continue;
+      QuantMatrix q =
+          cpu_layout(io::ggml_quant_matrix(info.type, info.shape, raw, f.owner()), info.shape);
+      copied = q.packed;
+      quant.emplace(role, std::move(q));
+      if (n == "output.weight") {
+        if (copied) io::release_pages(raw);
+        continue;
+      }
     }
     const bool q_or_k = unpermute && (base == "attn_q" || base == "attn_k");
     const int64_t heads = base == "attn_q" ? config.n_heads : config.n_kv_heads;
     const std::string what = file + " " + n;
     if (is_linear(base) && n.compare(n.size() - 7, 7, ".weight") == 0 &&
         quant_type_from_ggml(info.type)) {
-      QuantMatrix m = io::ggml_quant_matrix(info.type, info.shape, f.raw(n), f.owner());
+      QuantMatrix m = io::ggml_quant_matrix(info.type, info.shape, raw, f.owner());
       if (q_or_k) m = unpermute_rows(m, heads, what);
-      quant.emplace(role, cpu_layout(std::move(m), info.shape, f.raw(n)));
+      m = cpu_layout(std::move(m), info.shape);
+      if (m.packed) io::release_pages(raw);
+      quant.emplace(role, std::move(m));
       continue;
     }
     Tensor t = tensor_f32(f, info);
-    if (head && quant.count(role) && quant.at(role).packed)
-      io::release_pages(f.raw(n));  // widened; the head reads its packed copy
+    if (copied) io::release_pages(raw);  // widened too: the file's blocks are read no more
     if (q_or_k) t = unpermute_rows(t, heads, what);
     tensors.emplace(role, std::move(t));
   }

@@ -1,5 +1,5 @@
-// matmul with MatmulOptions::batch_invariant on the CPU (ops/matmul.h): a row's result is the
-// same bits whatever the other rows, the row count and the thread count, and it is the
+// matmul with MatmulOptions::batch_invariant on the CPU (ops/matmul.h): a row's result in an
+// 11-row call (4-, 3- and 1-row tiles) is the same bits as the row alone, and it is the
 // product (float64 within f32 rounding) with bias, alpha and beta applied.
 #include <gtest/gtest.h>
 

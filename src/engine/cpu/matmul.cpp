@@ -334,14 +334,14 @@ void tile_rows(const float* a, const float* b, float* c, int64_t i, int64_t n0, 
   for (; j < n1; ++j) dot_tile<R, 1>(a + i * k, b + j * k, k, c + i * n + j, n, e, j);
 }
 
-// Rows in tiles of 2 (then 1); threads split the columns in groups of 4.
+// Rows in tiles of 4 (then the 3, 2 or 1 left); threads split the columns in groups of 4.
 void gemm_invariant(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                     const Epilogue& e) {
   const int64_t quads = (n + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1));
-  // A thread walks its columns in blocks of about 128 KiB of b, each against every row pair,
-  // so the block stays in L2 while a's rows stream (blocking moves no arithmetic).
-  // (A few rows read b once anyway: no blocks.)
+  // A thread walks its columns in blocks of about 128 KiB of b (a multiple of both tile
+  // widths), each against every row tile, so the block stays in L2 while a's rows stream
+  // (blocking moves no arithmetic). Below 4 rows b is read once anyway: no blocks.
   const int64_t block =
       m < 4 ? n : std::max<int64_t>(12, (int64_t(1) << 15) / std::max<int64_t>(k, 1) / 12 * 12);
   cpu_threads().parallel_for(quads, grain, [&](int64_t q0, int64_t q1) {
