@@ -39,6 +39,7 @@ struct ServeCliOptions {
   double max_body_mb = 25;
   int whisper_batch = 16;
   int sample_len = 0;
+  int interim_slots = 0;
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -83,6 +84,7 @@ void run_serve(ServeCliOptions opt) {
   s.load = load_options(opt.device, opt.audio_ctx);
   s.batch = opt.whisper_batch;
   s.max_sample_len = opt.sample_len;
+  s.background_slots = opt.interim_slots;
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
   s.vad_default = opt.vad == "on";
@@ -159,6 +161,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--sample-len", opt->sample_len,
                   "Most tokens a transcription decodes per 30 s window, every request and live "
                   "stream (openai-whisper's sample_len; 0: the model's 224)")
+      ->capture_default_str();
+  cmd->add_option("--interim-slots", opt->interim_slots,
+                  "Most live streams' interim passes running at once; under more streams "
+                  "interim text comes less often (0: a quarter of --whisper-batch)")
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")

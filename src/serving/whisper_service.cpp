@@ -55,6 +55,8 @@ std::unique_lock<std::mutex> hold_device(Device device) {
 WhisperService::WhisperService(ServiceOptions options) : options_(std::move(options)) {
   check_arg(options_.batch >= 1, "[serve] --whisper-batch must be at least 1");
   check_arg(options_.max_sample_len >= 0, "[serve] --sample-len must not be negative");
+  check_arg(options_.background_slots >= 0, "[serve] --interim-slots must not be negative");
+  if (options_.background_slots == 0) options_.background_slots = std::max(1, options_.batch / 4);
   check_arg(options_.queue_capacity >= 0, "[serve] --queue must be >= 0");
   if (!options_.vad_model.empty()) vad_ = vad::SileroModel::load(options_.vad_model);
   if (options_.residency == Residency::resident) {
@@ -136,10 +138,20 @@ void WhisperService::engine_loop() {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !engine.running.empty(); });
       if (queue_.empty() && engine.running.empty()) return;  // stopping, and all is done
+      int background = int(std::count_if(engine.running.begin(), engine.running.end(),
+                                         [](const auto& r) { return r.second.job->background; }));
+      int foreground = int(engine.running.size()) - background;
       while (!queue_.empty() && running_ < options_.batch) {
         auto next = std::find_if(queue_.begin(), queue_.end(),
                                  [](const auto& j) { return !j->background; });
-        if (next == queue_.end()) next = queue_.begin();  // background jobs alone: oldest first
+        if (next != queue_.end()) ++foreground;
+        if (next == queue_.end()) {  // background jobs alone: oldest first, in their slots,
+          // and only while no other job runs: a joining job's encoder pass would hold up
+          // every running job's next step
+          if (foreground > 0 || background >= options_.background_slots) break;
+          next = queue_.begin();
+          ++background;
+        }
         taken.push_back(std::move(*next));
         queue_.erase(next);
         ++running_;

@@ -13,7 +13,8 @@
 // Fairness: every running request advances one token per decoder step, so a long file
 // shares the machine with the others rather than holding it; beyond `batch` running
 // requests jobs wait, first in first out (background jobs, a live stream's interim text,
-// after every other waiting job, and a running one gives its slot up to a waiting job).
+// after every other waiting job, and a running one gives its slot up to a waiting job; at
+// most ServiceOptions::background_slots of them run at once).
 // Windows the batch cannot decode (a temperature fallback, beam search) run whole on the
 // engine thread between steps.
 #pragma once
@@ -64,6 +65,11 @@ struct ServiceOptions {
   // Most tokens any job decodes per 30 s window (--sample-len; openai-whisper's sample_len):
   // a job's own smaller limit stays. 0: the model's (224 for Whisper).
   int max_sample_len = 0;
+  // Most background jobs (live streams' interim text) running at once (--interim-slots),
+  // however many slots are free: under many live streams their passes (an encoder call
+  // each, and decoder rows) would otherwise fill the batch and slow every committed turn,
+  // so interim text comes less often instead. 0: a quarter of `batch` (at least 1).
+  int background_slots = 0;
 };
 
 struct TranscriptionJob {

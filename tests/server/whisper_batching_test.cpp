@@ -2,7 +2,8 @@
 // concurrent requests of different lengths and options, one arriving mid-run with streaming
 // deltas and one cancelled mid-run, each get the transcript transcribe() gives them alone,
 // and their windows share encoder calls; a full queue refuses; background jobs (interim
-// text) wait behind every other queued job and give a running slot up to one.
+// text) wait behind every other queued job, give a running slot up to one, and run in their
+// own few slots.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -300,6 +301,59 @@ TEST(WhisperServiceBatch, ARunningBackgroundJobYieldsItsSlotToAWaitingJob) {
   ASSERT_TRUE(alone_bg.wait_done());
   EXPECT_FALSE(alone_bg.error);
   EXPECT_EQ(service.stats().background_yielded, 1u);
+}
+
+// ServiceOptions::background_slots: however many batch slots are free, at most that many
+// background jobs run at once. A job counts as running from its first text (jfk.wav's first
+// segment ends mid-window at temperature 0) to its answer; with every slot open the three
+// overlap, which shows the measure sees overlap.
+TEST(WhisperServiceBatch, BackgroundJobsRunInTheirOwnSlots) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << kModel;
+  TranscribeOptions greedy;
+  greedy.temperatures = {0.0f};
+  for (const int slots : {1, 4}) {
+    ServiceOptions so;
+    so.model_dir = kModel;
+    so.batch = 4;
+    so.background_slots = slots;
+    WhisperService service(so);
+    std::mutex mu;
+    int running = 0, peak = 0;
+    std::vector<std::unique_ptr<Request>> rs;
+    for (const char* name : {"interim0", "interim1", "interim2"}) {
+      rs.push_back(std::make_unique<Request>(name, file_bytes("jfk.wav"), greedy));
+      Request& r = *rs.back();
+      r.job->background = true;
+      r.job->on_delta = [&, started = false](const std::string&) mutable {
+        if (started) return;
+        started = true;
+        std::lock_guard lock(mu);
+        peak = std::max(peak, ++running);
+      };
+      auto done = r.job->on_done;
+      r.job->on_done = [&, done](const TranscribeResult* res, double sec, std::exception_ptr e) {
+        {
+          std::lock_guard lock(mu);
+          --running;
+        }
+        done(res, sec, e);
+      };
+    }
+    for (auto& r : rs) ASSERT_TRUE(service.submit(r->job));
+    for (auto& r : rs) ASSERT_TRUE(r->wait_done()) << r->name;
+    for (auto& r : rs) {
+      ASSERT_FALSE(r->error) << r->name;
+      EXPECT_EQ(r->result->segments.size(), 2u) << r->name;
+    }
+    if (slots == 1)
+      EXPECT_EQ(peak, 1);
+    else
+      EXPECT_GE(peak, 2);
+  }
+  ServiceOptions bad;
+  bad.model_dir = kModel;
+  bad.background_slots = -1;
+  EXPECT_THROW(WhisperService{bad}, Error);
 }
 
 }  // namespace
