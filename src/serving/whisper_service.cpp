@@ -144,10 +144,10 @@ void WhisperService::engine_loop() {
       while (!queue_.empty() && running_ < options_.batch) {
         auto next = std::find_if(queue_.begin(), queue_.end(),
                                  [](const auto& j) { return !j->background; });
-        if (next != queue_.end()) ++foreground;
-        if (next == queue_.end()) {  // background jobs alone: oldest first, in their slots,
-          // and only while no other job runs: a joining job's encoder pass would hold up
-          // every running job's next step
+        if (next != queue_.end()) {
+          ++foreground;
+        } else {  // background jobs alone: oldest first, in their slots, and only while no
+          // other job runs (a joining job's encoder pass holds up every running job's step)
           if (foreground > 0 || background >= options_.background_slots) break;
           next = queue_.begin();
           ++background;

@@ -13,8 +13,8 @@
 // Fairness: every running request advances one token per decoder step, so a long file
 // shares the machine with the others rather than holding it; beyond `batch` running
 // requests jobs wait, first in first out (background jobs, a live stream's interim text,
-// after every other waiting job, and a running one gives its slot up to a waiting job; at
-// most ServiceOptions::background_slots of them run at once).
+// after every other waiting job and join only while no other job runs, a running one gives
+// its slot up to a waiting job, and at most ServiceOptions::background_slots run at once).
 // Windows the batch cannot decode (a temperature fallback, beam search) run whole on the
 // engine thread between steps.
 #pragma once
