@@ -499,7 +499,7 @@ void add_bench_whisper_subcommand(CLI::App& bench) {
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   cmd->add_option("--warmup", opt->warmup, "Untimed calls per stage (default: 0 CPU, 2 CUDA)");
   add_device_flags(cmd, opt->device);
-  add_audio_ctx_flag(cmd, opt->audio_ctx);
+  add_whisper_load_flags(cmd, opt->device, opt->audio_ctx);
   cmd->callback([opt] { run_bench_whisper(*opt); });
 }
 

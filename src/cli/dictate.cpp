@@ -274,7 +274,7 @@ void add_dictate_command(CLI::App& app) {
   cmd->add_option("--max-seconds", opt->max_seconds, "Longest utterance, s")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads (default: all)");
   add_device_flags(cmd, opt->device);
-  add_audio_ctx_flag(cmd, opt->audio_ctx);
+  add_whisper_load_flags(cmd, opt->device, opt->audio_ctx);
   cmd->callback([opt] { run_dictate(*opt); });
 }
 

@@ -15,6 +15,7 @@ namespace parley::cli {
 struct DeviceFlags {
   std::string device = "cpu";  // cpu | cuda
   std::string dtype = "f32";   // f32 | f16 | bf16 | int8 (Whisper on the CPU)
+  bool int8_encoder = false;   // --int8-encoder (Whisper, with --dtype int8)
 };
 
 inline void add_device_flags(CLI::App* cmd, DeviceFlags& f) {
@@ -38,19 +39,27 @@ inline LoadOptions load_options(const DeviceFlags& f) {
   return o;
 }
 
-// --audio-ctx N for the Whisper commands (transcribe, bench whisper, serve, dictate):
-// LoadOptions::audio_ctx, whisper.cpp's option of the same name.
-inline void add_audio_ctx_flag(CLI::App* cmd, int& audio_ctx) {
+// The Whisper commands' own load flags (transcribe, bench whisper, serve, dictate):
+// --audio-ctx N (LoadOptions::audio_ctx, whisper.cpp's option of the same name) and
+// --int8-encoder (LoadOptions::int8_encoder).
+inline void add_whisper_load_flags(CLI::App* cmd, DeviceFlags& f, int& audio_ctx) {
   cmd->add_option("--audio-ctx", audio_ctx,
                   "Encoder positions per window (0: all 1500 = 30 s; N: the first N * 20 ms of "
                   "audio only, a faster encoder for short live speech)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_flag("--int8-encoder", f.int8_encoder,
+                "With --dtype int8: the encoder's linear layers in 8-bit integers too (faster, "
+                "but outside the int8 configuration's fidelity bar on hard clips: "
+                "docs/DECODING.md)");
 }
 
 inline LoadOptions load_options(const DeviceFlags& f, int audio_ctx) {
   LoadOptions o = load_options(f);
   o.audio_ctx = audio_ctx;
+  o.int8_encoder = f.int8_encoder;
+  check(!o.int8_encoder || o.int8, ErrorKind::invalid_argument,
+        "[cli] --int8-encoder needs --dtype int8");
   return o;
 }
 

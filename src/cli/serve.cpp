@@ -192,7 +192,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
   add_device_flags(cmd, opt->device);
   add_speculative_flags(cmd, opt->speculative);
-  add_audio_ctx_flag(cmd, opt->audio_ctx);
+  add_whisper_load_flags(cmd, opt->device, opt->audio_ctx);
   cmd->add_option("--vad", opt->vad,
                   "Silence gate for requests that do not set 'vad': audio without speech "
                   "(Silero VAD) gets an empty transcript without running Whisper")

@@ -256,7 +256,7 @@ void add_transcribe_command(CLI::App& app) {
   cmd->add_flag("--run-stats", opt->run_stats,
                 "Print how many times Whisper's encoder and decoder ran (stderr)");
   add_device_flags(cmd, opt->device);
-  add_audio_ctx_flag(cmd, opt->audio_ctx);
+  add_whisper_load_flags(cmd, opt->device, opt->audio_ctx);
   cmd->add_flag("--word-timestamps", opt->word_timestamps,
                 "Word-level timestamps (cross-attention + DTW); verbose_json gets \"words\"");
   cmd->add_option(

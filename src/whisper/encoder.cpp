@@ -36,6 +36,12 @@ constexpr float kLayerNormEps = 1e-5f;
 
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w) {
   Tensor y = pool.alloc({x.dim(0), w.weight.dim(0)}, x.dtype());  // [T, out]
+  if (w.i8.defined()) {
+    MatmulI8Options o;
+    o.bias = &w.bias;
+    matmul_i8(x, w.i8, y, o);
+    return y;
+  }
   if (w.quantized()) {
     MatmulQuantOptions q;
     q.bias = &w.bias;
@@ -50,6 +56,13 @@ Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w) {
 }
 
 void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x) {
+  if (w.i8.defined()) {
+    MatmulI8Options o;
+    o.bias = &w.bias;
+    o.beta = 1.0f;
+    matmul_i8(y, w.i8, x, o);
+    return;
+  }
   if (w.quantized()) {
     MatmulQuantOptions q;
     q.bias = &w.bias;
@@ -112,6 +125,14 @@ void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
 void normed_matmul(Pool& pool, const Tensor& x, const LayerNormWeights& ln,
                    const NormFoldWeights& fold, const LinearWeights& w, Tensor& y,
                    MatmulOptions opt) {
+  if (w.i8.defined()) {
+    MatmulI8Options o;
+    o.bias = opt.bias;
+    o.beta = opt.beta;
+    o.gelu = opt.gelu;
+    matmul_i8(layer_norm(pool, x, ln), w.i8, y, o);
+    return;
+  }
   if (w.quantized()) return quant_normed(pool, x, ln, w.q8, y, opt);
   normed_matmul(pool, x, ln, fold, w.weight, y, opt);
 }

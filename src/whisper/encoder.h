@@ -35,9 +35,10 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, T
 // when F < frames.
 Tensor leading_frames(Pool& pool, const Tensor& mel, int64_t frames);
 
-// x [T, in] -> [T, out] = x @ w.weight^T + w.bias. A quantized w (LinearWeights::q8, the
-// CPU int8 configuration) multiplies through matmul_quant (ops/quant_matmul.h) here and in
-// every function below that takes LinearWeights.
+// x [T, in] -> [T, out] = x @ w.weight^T + w.bias. In the CPU int8 configuration a
+// decoder weight (LinearWeights::q8) multiplies through matmul_quant (ops/quant_matmul.h)
+// and an encoder weight (LinearWeights::i8) through matmul_i8 (ops/int8_matmul.h), here and
+// in every function below that takes LinearWeights.
 Tensor linear(Pool& pool, const Tensor& x, const LinearWeights& w);
 // x [T, d] += y [T, in] @ w.weight^T + w.bias (the residual add, fused into the matmul)
 void linear_residual(const Tensor& y, const LinearWeights& w, Tensor& x);

@@ -89,14 +89,25 @@ void fold_decoder_norms(WhisperWeights& w, const LoadOptions& opt) {
 }
 
 // LoadOptions::int8: q8_0 copies of the decoder's few-row GEMM weights (a decoder step reads
-// every one of them: a quarter of the bytes of f32), the f32 weights kept for the rest.
+// every one of them: a quarter of the bytes of f32), the f32 weights kept for the rest; with
+// int8_encoder also 8-bit copies of the encoder's linear weights.
 void quantize_decoder(WhisperWeights& w, const LoadOptions& opt) {
+  check_arg(!opt.int8_encoder || opt.int8, "[whisper] int8_encoder needs the int8 configuration");
   if (!opt.int8) return;
   check(opt.device == Device::cpu && opt.dtype == DType::f32, ErrorKind::unsupported,
         "[whisper] int8 is a CPU configuration (f32 activations, q8_0 decoder weights)");
   for (DecoderLayerWeights& l : w.decoder_layers)
     for (LinearWeights* lw : {&l.self_qkv, &l.self_out, &l.cross_q, &l.cross_out, &l.fc1, &l.fc2})
       lw->q8 = quantize_q8_0(lw->weight);
+  // LoadOptions::int8_encoder: the encoder's GEMMs (1500 rows a window, compute-bound) in
+  // integers (ops/int8_matmul.h).
+  if (opt.int8_encoder) {
+    check(matmul_i8_native(), ErrorKind::unsupported,
+          "[whisper] the int8 encoder needs parley built with oneDNN (PARLEY_GEMM_PROVIDER)");
+    for (EncoderLayerWeights& l : w.encoder_layers)
+      for (LinearWeights* lw : {&l.attn_qkv, &l.attn_out, &l.fc1, &l.fc2})
+        lw->i8 = quantize_row_int8(lw->weight);
+  }
   w.logits_q8 = quantize_q8_0(w.token_embedding);
   const QuantMatrix& q = w.logits_q8;
   const int64_t blocks = q.cols / 32;

@@ -59,6 +59,11 @@ struct LoadOptions {
   // ops/quant_matmul.h: activations quantized per 32 values on the fly); the encoder, the
   // cross-attention K/V projection of the audio and attention stay f32. dtype stays f32.
   bool int8 = false;
+  // With int8 (`--int8-encoder`): the encoder's linear layers (q|k|v, out, fc1, fc2)
+  // multiply per-row 8-bit copies of their weights with 7-bit activations (matmul_i8,
+  // ops/int8_matmul.h), about 15 % off an encoder pass on AVX2; convolutions and attention
+  // stay f32. Needs a oneDNN build (Error(unsupported) otherwise).
+  bool int8_encoder = false;
 };
 
 // The on-disk layouts WhisperModel::load reads.

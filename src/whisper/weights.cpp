@@ -92,7 +92,7 @@ LayerNormWeights ct2_ln(const WeightReader& r, const std::string& p, int64_t d) 
 }
 
 LinearWeights ct2_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
-  return {r.get(p + "/weight", {out, in}), r.get(p + "/bias", {out}), {}};
+  return {r.get(p + "/weight", {out, in}), r.get(p + "/bias", {out}), {}, {}};
 }
 
 // ---- PyTorch-style names (Hugging Face and openai-whisper): "<module>.weight", ".bias" ----
@@ -102,7 +102,7 @@ LayerNormWeights dotted_ln(const WeightReader& r, const std::string& p, int64_t 
 }
 
 LinearWeights dotted_linear(const WeightReader& r, const std::string& p, int64_t out, int64_t in) {
-  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out}), {}};
+  return {r.get(p + ".weight", {out, in}), r.get(p + ".bias", {out}), {}, {}};
 }
 
 // The q, k and v projection modules of one attention module, by their names under it.
@@ -125,7 +125,7 @@ LinearWeights dotted_fused(const WeightReader& r, const std::string& p, const Qk
   biases.push_back({r.has(k + ".bias") ? k + ".bias" : "", {d}});
   weights.push_back({v + ".weight", {d, d}});
   biases.push_back({v + ".bias", {d}});
-  return {r.fuse(weights), r.fuse(biases), {}};
+  return {r.fuse(weights), r.fuse(biases), {}, {}};
 }
 
 }  // namespace

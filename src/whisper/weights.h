@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/int8_matmul.h"
 #include "engine/quant.h"
 #include "engine/tensor.h"
 #include "io/tensor_map.h"
@@ -23,6 +24,10 @@ struct LinearWeights {
   // by ops/quant_matmul.h instead of `weight` (which stays for the other uses).
   QuantMatrix q8;
   bool quantized() const { return q8.data != nullptr; }
+  // The CPU int8 configuration's encoder GEMMs (--int8-encoder): the weight in per-row
+  // 8-bit integers, multiplied by ops/int8_matmul.h (activations quantized per row) instead
+  // of `weight`.
+  RowInt8 i8;
 };
 
 struct LayerNormWeights {

@@ -29,7 +29,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include "engine/cpu/onednn.h"
 #elif defined(PARLEY_GEMM_OPENBLAS)
 #include <cblas.h>
 #else
@@ -37,6 +37,38 @@
 #endif
 
 namespace parley::cpu {
+
+#if defined(PARLEY_GEMM_ONEDNN)
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A stream per calling thread: streams are not documented as safe to share across
+// threads, and a CPU stream is a cheap handle on the one engine.
+dnnl::stream& onednn_stream() {
+  thread_local dnnl::stream stream(onednn_engine());
+  return stream;
+}
+
+void* onednn_scratchpad(size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buf;
+  constexpr size_t kAlign = 64;
+  if (buf.size < bytes + kAlign) {
+    buf.size = bytes + kAlign;
+    buf.data = std::make_unique<std::byte[]>(buf.size);
+  }
+  void* p = buf.data.get();
+  size_t space = buf.size;
+  return std::align(kAlign, bytes, p, space);
+}
+
+#endif
 
 namespace {
 
@@ -85,18 +117,6 @@ void prefill(Tensor& c, const Tensor* bias, float beta) {
 #if defined(PARLEY_GEMM_ONEDNN)
 
 namespace dn = dnnl;
-
-dn::engine& dnnl_engine() {
-  static dn::engine engine(dn::engine::kind::cpu, 0);
-  return engine;
-}
-
-// A stream per calling thread: streams are not documented as safe to share across
-// threads, and a CPU stream is a cheap handle on the one engine.
-dn::stream& dnnl_stream() {
-  thread_local dn::stream stream(dnnl_engine());
-  return stream;
-}
 
 struct PrimitiveKey {
   int64_t batch, m, n, k;
@@ -164,7 +184,7 @@ Primitive create(const PrimitiveKey& key) {
             ? dn::matmul::desc(src_md, wei_md, dn::memory::desc(bias, dnnl_type(key.bias), plain),
                                dst_md)
             : dn::matmul::desc(src_md, wei_md, dst_md);
-    p.pd.emplace(desc, attr, dnnl_engine());
+    p.pd.emplace(desc, attr, onednn_engine());
     p.prim.emplace(*p.pd);
   } catch (const dn::error& e) {
     if (e.status != dnnl_unimplemented)
@@ -182,24 +202,6 @@ Primitive lookup(const PrimitiveKey& key) {
   if (it != cache.end()) return it->second;
   if (cache.size() >= kMaxCachedPrimitives) cache.clear();
   return cache.emplace(key, create(key)).first->second;
-}
-
-// The calling thread's scratchpad for a primitive execution: at least `bytes`, 64-byte
-// aligned, grown and never shrunk (a thread runs one primitive at a time).
-void* scratchpad(size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<std::byte[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buf;
-  constexpr size_t kAlign = 64;
-  if (buf.size < bytes + kAlign) {
-    buf.size = bytes + kAlign;
-    buf.data = std::make_unique<std::byte[]>(buf.size);
-  }
-  void* p = buf.data.get();
-  size_t space = buf.size;
-  return std::align(kAlign, bytes, p, space);
 }
 
 // Runs the GEMM with oneDNN if it has a kernel for these dtypes; false if not.
@@ -222,7 +224,7 @@ bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
   const Primitive p = lookup(key);
   if (!p.prim) return false;
   if (accumulate) prefill(c, opt.bias, opt.beta);
-  dn::engine& eng = dnnl_engine();
+  dn::engine& eng = onednn_engine();
   // oneDNN takes non-const handles; it only reads src, weights and bias.
   dn::memory src(p.pd->src_desc(), eng, const_cast<void*>(a.raw()));
   dn::memory wei(p.pd->weights_desc(), eng, const_cast<void*>(b.raw()));
@@ -234,9 +236,9 @@ bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
                  dn::memory(p.pd->bias_desc(), eng, const_cast<void*>(opt.bias->raw())));
   const dn::memory::desc scratch = p.pd->scratchpad_desc();
   if (const size_t bytes = scratch.get_size(); bytes > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(scratch, eng, scratchpad(bytes)));
+    args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(scratch, eng, onednn_scratchpad(bytes)));
   try {
-    dn::stream& stream = dnnl_stream();
+    dn::stream& stream = onednn_stream();
     p.prim->execute(stream, args);
     stream.wait();
   } catch (const dn::error& e) {
