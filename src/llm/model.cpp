@@ -275,7 +275,7 @@ void LlmModel::forward_decode_graph(int64_t n_rows, const Tensor& ids, const Ten
   int64_t n_blocks = 0, max_splits = 1;
   for (const PagedRow& r : s.paged) {
     n_blocks += int64_t(r.block_table.size());
-    max_splits = std::max(max_splits, (r.start_pos + kPagedSplitKeys) / kPagedSplitKeys);
+    max_splits = std::max(max_splits, (r.start_pos + paged_split_keys()) / paged_split_keys());
   }
   const int64_t fixed = 7 * b + 2, need = fixed + n_blocks;
   auto grow = [&](Tensor& buf, const Shape& shape, DType dtype) {

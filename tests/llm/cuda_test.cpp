@@ -117,7 +117,7 @@ TEST_F(CudaLlm, PagedAttentionMatchesCpu) {
       PagedTables tables_dev;
       make_paged_tables(rows, host, dev, tables_dev);
       EXPECT_EQ(tables_dev.split_tokens, 5);
-      EXPECT_EQ(tables_dev.max_splits, (1100 + kPagedSplitKeys) / kPagedSplitKeys);
+      EXPECT_EQ(tables_dev.max_splits, (1100 + paged_split_keys()) / paged_split_keys());
       opt.tables = &tables_dev;
       const Tensor kd = on_cuda(kc, dt), vd = on_cuda(vc, dt), qd = on_cuda(q, dt);
       Tensor got = Tensor::empty({n_tok, ac.hq, ac.d}, dt, Device::cuda);

@@ -50,7 +50,7 @@ constexpr int kWarps = 4;
 constexpr int kMaxGroupHeadDim = 1024;  // G * D, bounds the shared memory
 
 struct PagedParams {
-  int hq, hkv, group, block_size, window, max_splits;
+  int hq, hkv, group, block_size, window, max_splits, split_keys;
   float scale, softcap;
   int skip_long;  // the CUDA-core kernel leaves the tokens of long rows to the flash kernel
 };
@@ -89,10 +89,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int first = p.window > 0 ? max(0, pos - p.window + 1) : 0;
   int nsplit = 1, kb = first, ke = pos + 1;
   if (slot >= 0) {
-    nsplit = (ke - first + int(kPagedSplitKeys) - 1) / int(kPagedSplitKeys);
+    nsplit = (ke - first + p.split_keys - 1) / p.split_keys;
     if (split >= nsplit) return;
-    kb = first + split * int(kPagedSplitKeys);
-    ke = min(kb + int(kPagedSplitKeys), pos + 1);
+    kb = first + split * p.split_keys;
+    ke = min(kb + p.split_keys, pos + 1);
   } else if (split > 0 || p.skip_long) {
     return;
   }
@@ -472,10 +472,11 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   p.block_size = int(k_cache.dim(1));
   p.window = int(opt.sliding_window);
   p.max_splits = int(tb.max_splits);
+  p.split_keys = int(paged_split_keys());
   p.scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(float(d));
   p.softcap = opt.softcap;
   check(tb.max_splits <= 65535, ErrorKind::unsupported,
-        "[paged_attention] a context of " + std::to_string(tb.max_splits * kPagedSplitKeys) +
+        "[paged_attention] a context of " + std::to_string(tb.max_splits * paged_split_keys()) +
             " keys is above CUDA's grid limit");
   const bool fits = (d == 32 || d == 64 || d == 128 || d == 256) && p.group <= 8 &&
                     int64_t(p.group <= 4 ? p.group : 8) * d <= kMaxGroupHeadDim;

@@ -3,6 +3,7 @@
 #include "engine/ops/paged_attention.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine/ops/op_checks.h"
 
@@ -102,6 +103,15 @@ void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tenso
   cpu::paged_kv_write(k, v, slots, k_cache, v_cache);
 }
 
+int64_t paged_split_keys() {
+  static const int64_t keys = [] {
+    const char* v = std::getenv("PARLEY_PAGED_SPLIT_KEYS");
+    const int64_t n = v ? std::atoll(v) : 0;
+    return n >= 32 && n % 32 == 0 ? n : kPagedSplitKeys;
+  }();
+  return keys;
+}
+
 void make_paged_tables(std::span<const PagedRow> rows, Pool& host, Pool& device,
                        PagedTables& tables) {
   int64_t n_tok = 0, n_blocks = 0;
@@ -120,6 +130,7 @@ void make_paged_tables(std::span<const PagedRow> rows, Pool& host, Pool& device,
   Tensor til = host.alloc({std::max<int64_t>(n_tiles, 1), 2}, DType::i32);
   int32_t* pl = til.data<int32_t>();
   int64_t off = 0, split = 0, max_splits = 1;
+  const int64_t chunk = paged_split_keys();
   for (const PagedRow& r : rows) {
     const bool splits = r.n_tokens <= kPagedSplitRowTokens;
     for (int64_t j = 0; !splits && j < r.n_tokens; j += kPagedFlashTile, pl += 2) {
@@ -131,7 +142,7 @@ void make_paged_tables(std::span<const PagedRow> rows, Pool& host, Pool& device,
       pt[0] = int32_t(pos);
       pt[1] = int32_t(off);
       pt[2] = splits ? int32_t(split++) : -1;
-      if (splits) max_splits = std::max(max_splits, (pos + kPagedSplitKeys) / kPagedSplitKeys);
+      if (splits) max_splits = std::max(max_splits, (pos + chunk) / chunk);
     }
     std::copy(r.block_table.begin(), r.block_table.end(), pb + off);
     off += int64_t(r.block_table.size());

@@ -40,7 +40,13 @@ struct PagedRow {
   std::span<const int32_t> block_table;  // covers positions [0, start_pos + n_tokens)
 };
 
-constexpr int64_t kPagedSplitKeys = 256;
+// 128 keys a chunk: a batch-1 decode step at a 512-token context then runs on 5 chunks per KV
+// head instead of 3 (H100, bf16, 2026-12-07: Llama-3.1-8B b1 6.65-6.68 -> 6.35 ms a step,
+// Qwen3-0.6B b1 1.76-1.79 -> 1.56; 64 about the same, 32 slower; bench/RESULTS.md).
+constexpr int64_t kPagedSplitKeys = 128;
+// The key chunk of a split token on CUDA: kPagedSplitKeys, or PARLEY_PAGED_SPLIT_KEYS (a
+// multiple of 32, read once) to compare chunk sizes. PagedTables::max_splits counts in it.
+int64_t paged_split_keys();
 constexpr int64_t kPagedSplitRowTokens = 16;
 constexpr int64_t kPagedFlashTile = 64;  // query tokens of a long row per tensor-core block
 
