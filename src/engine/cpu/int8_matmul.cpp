@@ -1,14 +1,13 @@
 // CPU matmul_i8 (ops/int8_matmul.h): a's rows quantized to u8 with one scale a row, the
 // integer sums by oneDNN's u8 x s8 -> s32 GEMM (or plain loops: the reference and OpenBLAS
-// builds), then one pass per row that scales, corrects for the +128, adds the bias, applies
+// builds), then one pass per row that scales, corrects for the +64, adds the bias, applies
 // the GELU and accumulates. Scratch (the u8 rows, their scales, the int32 sums) lives in
-// thread-local buffers that grow and never shrink, so a warm call allocates nothing.
+// thread-local buffers that grow and never shrink.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -137,15 +136,16 @@ struct Primitive {
   dn::matmul prim;
 };
 
-// Encoder batches change m; past this many shapes the cache restarts.
+// Encoder batches change m; past this many shapes the cache restarts. A copy goes back (the
+// oneDNN objects are shared handles), so a restart never frees one that another thread runs.
 constexpr size_t kMaxCached = 256;
 
-const Primitive& lookup(const Key& key) {
+Primitive lookup(const Key& key) {
   static std::mutex mu;
-  static std::map<Key, std::unique_ptr<Primitive>> cache;
+  static std::map<Key, Primitive> cache;
   std::lock_guard lock(mu);
   auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
+  if (it != cache.end()) return it->second;
   if (cache.size() >= kMaxCached) cache.clear();
   using tag = dn::memory::format_tag;
   using dt = dn::memory::data_type;
@@ -156,15 +156,14 @@ const Primitive& lookup(const Key& key) {
   attr.set_scratchpad_mode(dn::scratchpad_mode::user);  // onednn_scratchpad(): see onednn.h
   try {
     dn::matmul::primitive_desc pd(dn::matmul::desc(src, wei, dst), attr, onednn_engine());
-    auto p = std::make_unique<Primitive>(Primitive{pd, dn::matmul(pd)});
-    return *cache.emplace(key, std::move(p)).first->second;
+    return cache.emplace(key, Primitive{pd, dn::matmul(pd)}).first->second;
   } catch (const dn::error& e) {
     throw Error(ErrorKind::internal, std::string("[matmul_i8] oneDNN: ") + e.what());
   }
 }
 
 void sums_onednn(const uint8_t* u, const int8_t* q, int64_t m, int64_t n, int64_t k, int32_t* acc) {
-  const Primitive& p = lookup({m, n, k});
+  const Primitive p = lookup({m, n, k});
   dn::engine& eng = onednn_engine();
   // oneDNN takes non-const handles; it only reads src and weights.
   std::unordered_map<int, dn::memory> args{
