@@ -152,6 +152,10 @@ def main():
                               *extra, "--beam-size", str(b if b > 1 else 0), "--threads",
                               str(args.threads), "-f", "json", *fs]
 
+    def faster_whisper(compute_type):
+        return lambda fs, b: [sys.executable, "-c", FW, args.model, compute_type, str(b),
+                              str(args.threads), *fs]
+
     def whisper_cpp(fs, b):
         cmd = [args.whispercpp, "-m", args.whispercpp_model, "-t", str(args.threads), "-l", "en",
                "-bs", str(b), "-sns", "-np"]
@@ -163,10 +167,8 @@ def main():
         "parley_f32": parley("f32"),
         "parley_int8": parley("int8"),
         "parley_int8_encoder": parley("int8", "--int8-encoder"),
-        "faster_whisper_int8": lambda fs, b: [sys.executable, "-c", FW, args.model, "int8",
-                                              str(b), str(args.threads), *fs],
-        "faster_whisper_f32": lambda fs, b: [sys.executable, "-c", FW, args.model, "float32",
-                                             str(b), str(args.threads), *fs],
+        "faster_whisper_int8": faster_whisper("int8"),
+        "faster_whisper_f32": faster_whisper("float32"),
         "whisper_cpp": whisper_cpp,
     }
     if not (os.path.exists(args.whispercpp) and os.path.exists(args.whispercpp_model)):

@@ -91,7 +91,7 @@ void fold_decoder_norms(WhisperWeights& w, const LoadOptions& opt) {
 // LoadOptions::int8: q8_0 copies of the decoder's few-row GEMM weights (a decoder step reads
 // every one of them: a quarter of the bytes of f32), the f32 weights kept for the rest; with
 // int8_encoder also 8-bit copies of the encoder's linear weights.
-void quantize_decoder(WhisperWeights& w, const LoadOptions& opt) {
+void quantize_for_int8(WhisperWeights& w, const LoadOptions& opt) {
   check_arg(!opt.int8_encoder || opt.int8, "[whisper] int8_encoder needs the int8 configuration");
   if (!opt.int8) return;
   check(opt.device == Device::cpu && opt.dtype == DType::f32, ErrorKind::unsupported,
@@ -150,7 +150,7 @@ WhisperModel::WhisperModel(std::string dir, std::string format, WhisperConfig co
   stack_cross_kv(weights_);
   fold_decoder_norms(weights_, opt_);
   if (opt_.int8) f32_weights_ = weights_;  // before the q8_0 copies join
-  quantize_decoder(weights_, opt_);
+  quantize_for_int8(weights_, opt_);
 }
 
 int64_t whisper_window_frames(const WhisperModel& model) {

@@ -6,9 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include <immintrin.h>
@@ -45,17 +42,6 @@ float max_abs_scalar(const float* x, int64_t n) {
   return m;
 }
 
-PARLEY_AVX2 float max_abs_avx2(const float* x, int64_t n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  return std::max(_mm_cvtss_f32(h), max_abs_scalar(x + i, n - i));
-}
-
 // u[i] = round(x[i] * id) + 64 (round half to even, as nearbyint), x[i] * id in [-63, 63].
 void offset_round_scalar(const float* x, float id, uint8_t* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) u[i] = uint8_t(int(std::nearbyint(x[i] * id)) + kZero);
@@ -88,7 +74,7 @@ void quantize_activations(const float* a, int64_t m, int64_t k, uint8_t* u, floa
   cpu_threads().parallel_for(m, row_grain(2 * k), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float* x = a + i * k;
-      const float amax = avx2 ? max_abs_avx2(x, k) : max_abs_scalar(x, k);
+      const float amax = avx2 ? max_abs(x, k) : max_abs_scalar(x, k);
       t[i] = amax / float(kActivationLevels);
       const float id = amax > 0.0f ? float(kActivationLevels) / amax : 0.0f;
       if (avx2)
@@ -136,50 +122,35 @@ struct Primitive {
   dn::matmul prim;
 };
 
-// Encoder batches change m; past this many shapes the cache restarts. A copy goes back (the
-// oneDNN objects are shared handles), so a restart never frees one that another thread runs.
+// Encoder batches change m; past this many shapes the cache restarts.
 constexpr size_t kMaxCached = 256;
 
-Primitive lookup(const Key& key) {
-  static std::mutex mu;
-  static std::map<Key, Primitive> cache;
-  std::lock_guard lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= kMaxCached) cache.clear();
+Primitive create(const Key& key) {
   using tag = dn::memory::format_tag;
   using dt = dn::memory::data_type;
   const dn::memory::desc src({key.m, key.k}, dt::u8, tag::ab);
   const dn::memory::desc wei({key.k, key.n}, dt::s8, tag::ba);  // q [N, K] row-major
   const dn::memory::desc dst({key.m, key.n}, dt::s32, tag::ab);
   dn::primitive_attr attr;
-  attr.set_scratchpad_mode(dn::scratchpad_mode::user);  // onednn_scratchpad(): see onednn.h
+  attr.set_scratchpad_mode(dn::scratchpad_mode::user);  // onednn_execute's scratchpad
   try {
     dn::matmul::primitive_desc pd(dn::matmul::desc(src, wei, dst), attr, onednn_engine());
-    return cache.emplace(key, Primitive{pd, dn::matmul(pd)}).first->second;
+    return Primitive{pd, dn::matmul(pd)};
   } catch (const dn::error& e) {
     throw Error(ErrorKind::internal, std::string("[matmul_i8] oneDNN: ") + e.what());
   }
 }
 
 void sums_onednn(const uint8_t* u, const int8_t* q, int64_t m, int64_t n, int64_t k, int32_t* acc) {
-  const Primitive p = lookup({m, n, k});
+  const Key key{m, n, k};
+  const Primitive p = onednn_cached<Key, Primitive>(key, kMaxCached, [&] { return create(key); });
   dn::engine& eng = onednn_engine();
   // oneDNN takes non-const handles; it only reads src and weights.
-  std::unordered_map<int, dn::memory> args{
-      {DNNL_ARG_SRC, dn::memory(p.pd.src_desc(), eng, const_cast<uint8_t*>(u))},
-      {DNNL_ARG_WEIGHTS, dn::memory(p.pd.weights_desc(), eng, const_cast<int8_t*>(q))},
-      {DNNL_ARG_DST, dn::memory(p.pd.dst_desc(), eng, acc)}};
-  const dn::memory::desc scratch_md = p.pd.scratchpad_desc();
-  if (const size_t bytes = scratch_md.get_size(); bytes > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(scratch_md, eng, onednn_scratchpad(bytes)));
-  try {
-    dn::stream& stream = onednn_stream();
-    p.prim.execute(stream, args);
-    stream.wait();
-  } catch (const dn::error& e) {
-    throw Error(ErrorKind::internal, std::string("[matmul_i8] oneDNN: ") + e.what());
-  }
+  onednn_execute(p.prim, p.pd,
+                 {{DNNL_ARG_SRC, dn::memory(p.pd.src_desc(), eng, const_cast<uint8_t*>(u))},
+                  {DNNL_ARG_WEIGHTS, dn::memory(p.pd.weights_desc(), eng, const_cast<int8_t*>(q))},
+                  {DNNL_ARG_DST, dn::memory(p.pd.dst_desc(), eng, acc)}},
+                 "[matmul_i8]");
 }
 #endif
 

@@ -23,9 +23,7 @@
 #if defined(PARLEY_GEMM_ONEDNN)
 #include <bit>
 #include <cstddef>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -66,6 +64,21 @@ void* onednn_scratchpad(size_t bytes) {
   void* p = buf.data.get();
   size_t space = buf.size;
   return std::align(kAlign, bytes, p, space);
+}
+
+void onednn_execute(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
+                    std::unordered_map<int, dnnl::memory> args, std::string_view op) {
+  const dnnl::memory::desc scratch = pd.scratchpad_desc();
+  if (const size_t bytes = scratch.get_size(); bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(scratch, onednn_engine(), onednn_scratchpad(bytes)));
+  try {
+    dnnl::stream& stream = onednn_stream();
+    prim.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorKind::internal, std::string(op) + " oneDNN: " + e.what());
+  }
 }
 
 #endif
@@ -194,16 +207,6 @@ Primitive create(const PrimitiveKey& key) {
   return p;
 }
 
-Primitive lookup(const PrimitiveKey& key) {
-  static std::mutex mu;
-  static std::map<PrimitiveKey, Primitive> cache;
-  std::lock_guard lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= kMaxCachedPrimitives) cache.clear();
-  return cache.emplace(key, create(key)).first->second;
-}
-
 // Runs the GEMM with oneDNN if it has a kernel for these dtypes; false if not.
 bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
                  const MatmulOptions& opt) {
@@ -221,7 +224,8 @@ bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
                          .bias = native_bias ? opt.bias->dtype() : DType::f32,
                          .alpha_bits = std::bit_cast<uint32_t>(opt.alpha),
                          .accumulate = accumulate};
-  const Primitive p = lookup(key);
+  const Primitive p = onednn_cached<PrimitiveKey, Primitive>(key, kMaxCachedPrimitives,
+                                                             [&] { return create(key); });
   if (!p.prim) return false;
   if (accumulate) prefill(c, opt.bias, opt.beta);
   dn::engine& eng = onednn_engine();
@@ -234,16 +238,7 @@ bool gemm_native(const Gemm& g, const Tensor& a, const Tensor& b, Tensor& c,
   if (native_bias)
     args.emplace(DNNL_ARG_BIAS,
                  dn::memory(p.pd->bias_desc(), eng, const_cast<void*>(opt.bias->raw())));
-  const dn::memory::desc scratch = p.pd->scratchpad_desc();
-  if (const size_t bytes = scratch.get_size(); bytes > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dn::memory(scratch, eng, onednn_scratchpad(bytes)));
-  try {
-    dn::stream& stream = onednn_stream();
-    p.prim->execute(stream, args);
-    stream.wait();
-  } catch (const dn::error& e) {
-    throw Error(ErrorKind::internal, std::string("[matmul] oneDNN: ") + e.what());
-  }
+  onednn_execute(*p.prim, *p.pd, std::move(args), "[matmul]");
   return true;
 }
 

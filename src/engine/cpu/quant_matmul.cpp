@@ -103,17 +103,6 @@ PARLEY_AVX2 inline int hsum_epi32_128(__m128i x) {
   return _mm_cvtsi128_si32(x);
 }
 
-PARLEY_AVX2 inline float max_abs(const float* x, int64_t n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8)
-    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
-}
-
 // 32 floats times id, rounded to int8 in order; the int32 sums of values 0..15 and 16..31.
 PARLEY_AVX2 inline void quantize32(const float* x, float id, int8_t* q, int& sum_lo, int& sum_hi) {
   const __m256 mul = _mm256_set1_ps(id);
