@@ -40,6 +40,7 @@ struct ServeCliOptions {
   int whisper_batch = 16;
   int sample_len = 0;
   int interim_slots = 0;
+  std::string live_audio_ctx = "full";
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -85,6 +86,7 @@ void run_serve(ServeCliOptions opt) {
   s.batch = opt.whisper_batch;
   s.max_sample_len = opt.sample_len;
   s.background_slots = opt.interim_slots;
+  s.live_fit_audio_ctx = opt.live_audio_ctx == "fit";
   s.queue_capacity = opt.queue;
   s.residency = opt.residency == "per-request" ? Residency::per_request : Residency::resident;
   s.vad_default = opt.vad == "on";
@@ -165,6 +167,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--interim-slots", opt->interim_slots,
                   "Most live streams' interim passes running at once; under more streams "
                   "interim text comes less often (0: a quarter of --whisper-batch)")
+      ->capture_default_str();
+  cmd->add_option("--live-audio-ctx", opt->live_audio_ctx,
+                  "fit: a Realtime turn's (and interim pass's) encoder runs over its audio plus "
+                  "2 s in steps of 5 s (at least 10 s), not the whole 30 s window; full: 30 s")
+      ->check(CLI::IsMember({"fit", "full"}))
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,
                   "resident: load at start-up; per-request: load per request, free after")

@@ -170,6 +170,9 @@ std::string Metrics::render(const ServiceStats& s) const {
          runs.decoder_runs);
   scalar(o, "parley_whisper_windows_total", "counter",
          "30 s windows decoded in the engine's batch.", s.windows);
+  scalar(o, "parley_whisper_fitted_windows_total", "counter",
+         "Windows encoded over a context fitted to their audio (--live-audio-ctx fit).",
+         s.fitted_windows);
   scalar(o, "parley_whisper_batch_encodes_total", "counter",
          "Encoder calls of the engine's batch (windows of several requests share one).",
          s.encoder_batches);

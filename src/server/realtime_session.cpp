@@ -588,6 +588,7 @@ std::shared_ptr<TranscriptionJob> RealtimeSession::make_job(int64_t begin, int64
   r.prompt = config_.prompt;
   r.logprobs = config_.logprobs;
   job->options = transcribe_options(r);
+  job->options.fit_audio_ctx = ctx_.service.options().live_fit_audio_ctx;
   // Server VAD already found speech in it; a manual commit goes through the server's gate.
   if (config_.server_vad) job->vad = false;
   return job;

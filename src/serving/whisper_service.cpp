@@ -112,6 +112,7 @@ ServiceStats WhisperService::stats() const {
     s.vad_skipped = vad_skipped_;
     s.background_yielded = background_yielded_;
     s.windows = windows_;
+    s.fitted_windows = fitted_windows_;
     s.encoder_batches = encoder_batches_;
     s.decoder_steps = decoder_steps_;
   }
@@ -252,6 +253,7 @@ void WhisperService::iterate(Engine& engine) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     windows_ += uint64_t(st.windows - engine.counted.windows);
     encoder_batches_ += uint64_t(st.batches - engine.counted.batches);
+    fitted_windows_ += uint64_t(st.fitted - engine.counted.fitted);
     decoder_steps_ += uint64_t(st.steps - engine.counted.steps);
   }
   engine.counted = st;

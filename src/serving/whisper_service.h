@@ -70,6 +70,10 @@ struct ServiceOptions {
   // each, and decoder rows) would otherwise fill the batch and slow every committed turn,
   // so interim text comes less often instead. 0: a quarter of `batch` (at least 1).
   int background_slots = 0;
+  // Live streams' jobs (a Realtime turn and its interim passes) set
+  // TranscribeOptions::fit_audio_ctx (--live-audio-ctx fit): the encoder over the turn's
+  // audio plus 2 s rather than a whole 30 s window.
+  bool live_fit_audio_ctx = false;
 };
 
 struct TranscriptionJob {
@@ -100,6 +104,7 @@ struct ServiceStats {
   int queued = 0;
   int running = 0;               // requests taken by the engine and not yet answered
   uint64_t windows = 0;          // windows decoded in the batch
+  uint64_t fitted_windows = 0;   // of those, encoded over a fitted context (--live-audio-ctx)
   uint64_t encoder_batches = 0;  // its encoder calls (windows / encoder_batches: sharing)
   uint64_t decoder_steps = 0;    // its decoder steps
   bool model_loaded = false;
@@ -151,7 +156,7 @@ class WhisperService {
   double compute_seconds_ = 0;
   uint64_t vad_skipped_ = 0;
   uint64_t background_yielded_ = 0;  // background jobs cancelled for a waiting job
-  uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0;
+  uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0, fitted_windows_ = 0;
   std::thread engine_;
 
   mutable std::mutex model_mu_;

@@ -2,9 +2,11 @@
 // is in batch_decoder.cpp.
 #include "whisper/batch_session.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/ops/scatter_rows.h"
 #include "engine/ops/transpose.h"
 #include "whisper/encoder.h"
 #include "whisper/model.h"
@@ -25,16 +27,21 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   const DType dt = model_->dtype();
   // The self-attention caches are zeroed, so the positions key_mask leaves out always hold
   // finite values (a kernel that weighs them by 0 then adds 0). A slot's cross K/V is written
-  // by encode before anything reads it.
+  // by encode before anything reads it; it is zeroed too, so the positions past a short
+  // window (audio_mask) hold finite values from the start.
   cache_.resize(size_t(c.n_text_layer));
   for (LayerCache& l : cache_) {
     l.self_k = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
-    l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
+    l.cross_kv = Tensor::zeros({2, s, h, c.n_audio_ctx, dh}, dt, dev);
   }
   mask_host_ = Tensor::zeros({s, c.n_text_ctx}, DType::i8);
   mask_dev_ = dev == Device::cpu ? mask_host_ : Tensor::zeros({s, c.n_text_ctx}, DType::i8, dev);
+  audio_mask_host_ = Tensor::zeros({s, c.n_audio_ctx}, DType::i8);
+  audio_mask_dev_ =
+      dev == Device::cpu ? audio_mask_host_ : Tensor::zeros({s, c.n_audio_ctx}, DType::i8, dev);
   n_cached_.assign(size_t(n_slots), 0);
+  audio_ctx_.assign(size_t(n_slots), 0);
   encoded_.assign(size_t(n_slots), 0);
   positions_.reserve(size_t(n_slots));
   kv_rows_.reserve(size_t(n_slots) * size_t(c.n_text_head));
@@ -50,6 +57,20 @@ void WhisperBatchSession::check_slot(int slot, const char* where) const {
 int WhisperBatchSession::n_cached(int slot) const {
   check_slot(slot, "n_cached");
   return n_cached_[size_t(slot)];
+}
+
+int WhisperBatchSession::audio_ctx(int slot) const {
+  check_slot(slot, "audio_ctx");
+  return audio_ctx_[size_t(slot)];
+}
+
+const Tensor* WhisperBatchSession::audio_mask(int64_t s0, int64_t s1, Tensor& view) const {
+  const int full = model_->config().n_audio_ctx;
+  if (std::all_of(audio_ctx_.begin() + s0, audio_ctx_.begin() + s1,
+                  [full](int n) { return n == full; }))
+    return nullptr;
+  view = audio_mask_dev_.slice0(s0, s1);
+  return &view;
 }
 
 void WhisperBatchSession::reset(int slot) {
@@ -76,12 +97,18 @@ void WhisperBatchSession::write_positions(Tensor& cache, int slot, int64_t pos,
   }
 }
 
-void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& mels) {
+void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& mels,
+                                 int64_t n_ctx) {
   using namespace whisper;
   g_encoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
-  const int64_t n = int64_t(slots.size()), frames = 2 * int64_t(c.n_audio_ctx);
+  const int64_t full = c.n_audio_ctx;
+  if (n_ctx == 0) n_ctx = full;
+  check_arg(n_ctx >= 1 && n_ctx <= full, "[whisper] batch encode: an audio context of " +
+                                             std::to_string(n_ctx) + " positions outside [1, " +
+                                             std::to_string(full) + "]");
+  const int64_t n = int64_t(slots.size()), frames = 2 * n_ctx;
   check_arg(n >= 1, "[whisper] batch encode: no slots");
   check_arg(mels.ndim() == 3 && mels.dim(0) == n && mels.dim(1) == c.n_mels &&
                 mels.dim(2) >= frames && is_float(mels.dtype()),
@@ -95,17 +122,36 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
               "[whisper] batch encode: slot " + std::to_string(s) + " listed twice");
     seen[size_t(s)] = 1;
   }
-  const int64_t n_audio = c.n_audio_ctx, h = c.n_text_head, dh = c.n_text_state / h;
-  Tensor features = pool_.alloc({n * n_audio, c.n_audio_state}, model_->dtype());
-  encoder_forward(pool_, *model_, mels, features);
+  const int64_t h = c.n_text_head, dh = c.n_text_state / h;
+  Tensor features = pool_.alloc({n * n_ctx, c.n_audio_state}, model_->dtype());
+  encoder_forward(pool_, *model_, mels, features, n_ctx);
 
+  // A short window's K/V rows go to the first n_ctx positions of each of its heads: one
+  // scatter per layer, to the rows listed here (the same for every layer).
+  Tensor short_rows;
+  if (n_ctx < full) {
+    std::vector<int32_t> rows;
+    rows.reserve(size_t(2 * n * h * n_ctx));
+    for (int64_t kv_i = 0; kv_i < 2; ++kv_i)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < h; ++j) {
+          const int64_t at = ((kv_i * n_slots_ + slots[size_t(r)]) * h + j) * full;
+          for (int64_t p = 0; p < n_ctx; ++p) rows.push_back(int32_t(at + p));
+        }
+    short_rows = ids_on_device(pool_, host_pool_, rows, model_->device());
+  }
   // Cross-attention K/V of every window: one GEMM per layer over the batch, then each
-  // window's [2, H, 1500, dh] into its slot.
+  // window's [2, H, n_ctx, dh] into its slot.
   for (size_t i = 0; i < cache_.size(); ++i) {
-    const Tensor kv = linear(pool_, features, w.decoder_layers[i].cross_kv);  // [n * 1500, 2d]
-    Tensor heads = pool_.alloc({2, n, h, n_audio, dh}, kv.dtype());
-    permute(kv.reshape({n, n_audio, 2, h, dh}), {2, 0, 3, 1, 4}, heads);  // [2, n, H, 1500, dh]
-    const int64_t per_window = h * n_audio * dh;
+    const Tensor kv = linear(pool_, features, w.decoder_layers[i].cross_kv);  // [n * n_ctx, 2d]
+    Tensor heads = pool_.alloc({2, n, h, n_ctx, dh}, kv.dtype());
+    permute(kv.reshape({n, n_ctx, 2, h, dh}), {2, 0, 3, 1, 4}, heads);  // [2, n, H, n_ctx, dh]
+    if (n_ctx < full) {
+      Tensor dst = cache_[i].cross_kv.reshape({-1, dh});
+      scatter_rows(heads.reshape({-1, dh}), short_rows, dst);
+      continue;
+    }
+    const int64_t per_window = h * full * dh;
     const Tensor src = heads.reshape({2 * n, per_window});
     const Tensor dst = cache_[i].cross_kv.reshape({2 * int64_t(n_slots_), per_window});
     for (int kv_i = 0; kv_i < 2; ++kv_i) {
@@ -116,10 +162,15 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
       }
     }
   }
+  int8_t* audio_mask = audio_mask_host_.data<int8_t>();
   for (int32_t s : slots) {
     reset(s);
     encoded_[size_t(s)] = 1;
+    audio_ctx_[size_t(s)] = int(n_ctx);
+    std::memset(audio_mask + int64_t(s) * full, 1, size_t(n_ctx));
+    std::memset(audio_mask + int64_t(s) * full + n_ctx, 0, size_t(full - n_ctx));
   }
+  if (audio_mask_dev_.raw() != audio_mask_host_.raw()) audio_mask_dev_.copy_from(audio_mask_host_);
 }
 
 }  // namespace parley

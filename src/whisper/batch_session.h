@@ -9,7 +9,12 @@
 //   self_k, self_v [S, H, n_text_ctx, d_head]  head-major, so a step attends over a run of
 //                                              consecutive slots with no copy of the cache;
 //   cross_kv       [2, S, H, n_audio_ctx, d_head]
-//   key_mask       i8 [S, n_text_ctx]: 1 where a slot's position is cached.
+//   key_mask       i8 [S, n_text_ctx]: 1 where a slot's position is cached;
+//   audio_mask     i8 [S, n_audio_ctx]: 1 at the audio positions a slot's window encoded
+//                  (all of them, or the first N of a short window: encode's n_ctx).
+// A slot whose window was encoded over fewer positions than n_audio_ctx has its
+// cross-attention run with audio_mask, which gives what an attention over its N keys gives
+// (the positions past N hold finite values: zeros or an earlier window's).
 // A step's self-attention runs over all n_text_ctx positions of each slot with key_mask
 // leaving out the ones not cached (the CPU op then gives exactly what an attention over the
 // cached prefix gives); slots listed in consecutive ascending runs share one attention call.
@@ -41,7 +46,12 @@ class WhisperBatchSession {
   // mels: f32 (any float) [n, n_mels, >= 2 * n_audio_ctx] on the CPU or the model's device, one
   // window per listed slot (distinct ids in [0, n_slots)). One encoder call for all of them;
   // each slot gets its window's cross-attention K/V and drops its cached tokens.
-  void encode(std::span<const int32_t> slots, const Tensor& mels);
+  // n_ctx in [1, n_audio_ctx]: encode each window's first n_ctx positions only (its first
+  // 2 * n_ctx mel frames: a short window, whisper.cpp's audio_ctx per window), and let
+  // these slots' decoder steps attend to those n_ctx positions; 0: all n_audio_ctx.
+  void encode(std::span<const int32_t> slots, const Tensor& mels, int64_t n_ctx = 0);
+  // The audio positions the slot's window was encoded over (0 before its first encode).
+  int audio_ctx(int slot) const;
 
   // The decoder on `tokens` of one slot at positions n_cached(slot) .. + size - 1, appended to
   // its cache (a window's initial tokens). f32 logits on the CPU of the positions `rows`
@@ -99,6 +109,9 @@ class WhisperBatchSession {
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
   void sync_mask();
+  // The cross-attention key mask of slots [s0, s1) (audio_mask), or null when every one of
+  // them has its whole n_audio_ctx (no mask needed).
+  const Tensor* audio_mask(int64_t s0, int64_t s1, Tensor& view) const;
   // step()'s forward pass: f32 logits [n, n_vocab] on the model's device (scratch).
   Tensor step_on_device(std::span<const int32_t> slots, std::span<const int32_t> tokens);
 
@@ -107,9 +120,12 @@ class WhisperBatchSession {
   Pool pool_;       // scratch on the model's device
   Pool host_pool_;  // logits and ids on the CPU
   std::vector<LayerCache> cache_;
-  Tensor mask_host_;  // i8 [S, n_text_ctx]
-  Tensor mask_dev_;   // the same on the model's device (== mask_host_ on the CPU)
+  Tensor mask_host_;        // i8 [S, n_text_ctx]
+  Tensor mask_dev_;         // the same on the model's device (== mask_host_ on the CPU)
+  Tensor audio_mask_host_;  // i8 [S, n_audio_ctx]
+  Tensor audio_mask_dev_;   // the same on the model's device (== audio_mask_host_ on the CPU)
   std::vector<int> n_cached_;
+  std::vector<int> audio_ctx_;  // per slot: positions encoded (0: none yet)
   std::vector<char> encoded_;
   // Per-step scratch, reused (no growth in the step loop).
   std::vector<int32_t> positions_;

@@ -40,6 +40,7 @@ struct BatchTranscriber::File {
   TranscribeOptions options;  // the seek loop keeps a reference
   std::unique_ptr<whisper::SeekLoop> loop;
   bool solo = false;                   // decodes_solo(options)
+  int64_t audio_ctx = 0;               // its windows' encoder positions (0: the model's)
   int slot = -1;                       // while a window decodes in the batch
   std::optional<WindowSearch> search;  // that window's first attempt
   bool left = false;
@@ -73,6 +74,10 @@ uint64_t BatchTranscriber::add(Tensor mel, TranscribeOptions options) {
   file->mel = std::move(mel);
   file->options = std::move(options);
   file->solo = decodes_solo(file->options);
+  if (file->options.fit_audio_ctx) {
+    const int fit = fitted_audio_ctx(batch_.model(), file->mel.dim(1) - kChunkFrames);
+    if (fit < c.n_audio_ctx) file->audio_ctx = fit;
+  }
   // Language detection, when needed, through the one-window session, as transcribe() does it.
   file->loop = std::make_unique<SeekLoop>(
       tokenizer_, file->mel, file->options,
@@ -170,22 +175,38 @@ void BatchTranscriber::admit() {
 
   const WhisperConfig& c = batch_.model().config();
   const int64_t n = int64_t(joining.size());
-  Tensor window_mels =
-      Tensor::empty({n, c.n_mels, kChunkFrames}, DType::f32, joining[0]->loop->window_mel_device());
-  for (int64_t i = 0; i < n; ++i) {
-    window_mels.slice0(i, i + 1)
-        .reshape({c.n_mels, kChunkFrames})
-        .copy_from(joining[size_t(i)]->loop->window_mel());
+  // One encoder call per audio context among the joining windows (one call, usually).
+  std::vector<char> encoded(size_t(n), 0);
+  for (int64_t first = 0; first < n; ++first) {
+    if (encoded[size_t(first)]) continue;
+    const int64_t ctx = joining[size_t(first)]->audio_ctx;
+    std::vector<int64_t> group;
+    std::vector<int32_t> group_slots;
+    for (int64_t i = first; i < n; ++i) {
+      if (encoded[size_t(i)] || joining[size_t(i)]->audio_ctx != ctx) continue;
+      encoded[size_t(i)] = 1;
+      group.push_back(i);
+      group_slots.push_back(slots_[size_t(i)]);
+    }
+    const int64_t g = int64_t(group.size());
+    Tensor window_mels = Tensor::empty({g, c.n_mels, kChunkFrames}, DType::f32,
+                                       joining[size_t(first)]->loop->window_mel_device());
+    for (int64_t i = 0; i < g; ++i) {
+      window_mels.slice0(i, i + 1)
+          .reshape({c.n_mels, kChunkFrames})
+          .copy_from(joining[size_t(group[size_t(i)])]->loop->window_mel());
+    }
+    const auto t0 = Clock::now();
+    batch_.encode(group_slots, window_mels, ctx);
+    // CUDA runs asynchronously: wait here so encode_ms times the encoder, not its launch.
+    if (batch_.model().device() == Device::cuda) cuda::synchronize();
+    stats_.encode_ms += ms_since(t0);
+    stats_.batches += 1;
+    if (ctx != 0) stats_.fitted += g;
   }
-  auto t0 = Clock::now();
-  batch_.encode(slots_, window_mels);
-  // CUDA runs asynchronously: wait here so encode_ms times the encoder, not its launch.
-  if (batch_.model().device() == Device::cuda) cuda::synchronize();
-  stats_.encode_ms += ms_since(t0);
-  stats_.batches += 1;
   stats_.windows += n;
 
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   searches_.clear();
   for (int64_t i = 0; i < n; ++i) {
     File& file = *joining[size_t(i)];

@@ -387,13 +387,16 @@ Tensor leading_frames(Pool& pool, const Tensor& mel, int64_t frames) {
 
 // Batched: mel [B, n_mels, >= frames] on any device -> features [B * n_audio_ctx, d].
 void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel_window,
-                     Tensor& features) {
+                     Tensor& features, int64_t n_ctx) {
   const WhisperConfig& c = model.config();
   const WhisperWeights& w = model.weights();
-  const int64_t b = mel_window.dim(0), frames = 2 * int64_t(c.n_audio_ctx), d = c.n_audio_state;
-  const int64_t n_ctx = c.n_audio_ctx;
+  if (n_ctx == 0) n_ctx = c.n_audio_ctx;
+  check_arg(n_ctx >= 1 && n_ctx <= c.n_audio_ctx, "[whisper] encoder: " + std::to_string(n_ctx) +
+                                                      " positions outside [1, " +
+                                                      std::to_string(c.n_audio_ctx) + "]");
+  const int64_t b = mel_window.dim(0), frames = 2 * n_ctx, d = c.n_audio_state;
   const DType dt = model.dtype();
-  // audio_ctx (LoadOptions): the window's first 2 * n_audio_ctx frames only.
+  // audio_ctx (LoadOptions) or n_ctx: the window's first 2 * n_ctx frames only.
   const Tensor mel = leading_frames(pool, mel_window, frames);
 
   // The mel on the model's device and dtype: [B, n_mels, frames]. One already so (the
@@ -442,7 +445,7 @@ void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel_wi
     conv1d(conv1_out, w.conv2_weight, conv2_out, conv2_opt);
     permute(conv2_out, {0, 2, 1}, x_3d);
   }
-  add(x_3d, w.encoder_positions, x_3d);
+  add(x_3d, w.encoder_positions.slice0(0, n_ctx), x_3d);
 
   for (const EncoderLayerWeights& layer : w.encoder_layers) {
     // The GEMMs run over all B * 1500 rows; attention is per window.

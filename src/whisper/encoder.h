@@ -28,8 +28,11 @@ namespace parley::whisper {
 // the self-attention runs per window, so a window's features do not depend on the batch
 // beyond the GEMM library's own blocking.
 // A mel wider than 2 * n_audio_ctx frames (a 3000-frame window under LoadOptions::audio_ctx)
-// is cut to its first 2 * n_audio_ctx frames first.
-void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features);
+// is cut to its first 2 * n_audio_ctx frames first. n_ctx in [1, n_audio_ctx] encodes only
+// the first n_ctx positions (2 * n_ctx frames) instead, features [B * n_ctx, n_audio_state]
+// (a batch session's short windows, TranscribeOptions::fit_audio_ctx); 0: n_audio_ctx.
+void encoder_forward(Pool& pool, const WhisperModel& model, const Tensor& mel, Tensor& features,
+                     int64_t n_ctx = 0);
 // mel [..., F] -> its first `frames` columns [..., frames] on mel's device and dtype (from
 // `pool` when that is mel's device); mel itself when F == frames. Error(invalid_argument)
 // when F < frames.

@@ -157,6 +157,14 @@ int64_t whisper_window_frames(const WhisperModel& model) {
   return std::min<int64_t>(kChunkFrames, 2 * int64_t(model.config().n_audio_ctx));
 }
 
+int fitted_audio_ctx(const WhisperModel& model, int64_t content_frames) {
+  constexpr int64_t kStep = 250, kMargin = 100, kLeast = 500;  // 5 s, 2 s, 10 s
+  const int64_t full = model.config().n_audio_ctx;
+  const int64_t needed = (std::max<int64_t>(content_frames, 0) + 1) / 2 + kMargin;
+  const int64_t fit = std::max(kLeast, (needed + kStep - 1) / kStep * kStep);
+  return int(std::min(fit, full));
+}
+
 const char* layout_name(WhisperLayout layout) {
   switch (layout) {
     case WhisperLayout::ctranslate2: return "ctranslate2";

@@ -95,6 +95,14 @@ struct TranscribeOptions {
   // alike, and none is decoded only to be thrown away); TranscribeResult::next_seek says
   // where the next window starts.
   bool complete_windows_only = false;
+  // Encode each window over only as much of the encoder's context as the file's audio needs
+  // (fitted_audio_ctx, model.h: the audio plus 2 s, in steps of 5 s, at least 10 s), not
+  // the whole 30 s: a live turn of a few seconds costs a third of the encoder's work or
+  // less (whisper.cpp's audio_ctx, chosen per file). Speed for fidelity: the text can differ
+  // from the full context's (docs/DECODING.md). Honoured by the batched paths
+  // (BatchTranscriber: the server); a window they hand to the one-window session (the
+  // temperature fallback, word timestamps) and transcribe() use the full context.
+  bool fit_audio_ctx = false;
   // Print "[00:00.000 --> 00:02.000] text" to stdout per segment, as the reference's
   // verbose=True.
   bool verbose = false;

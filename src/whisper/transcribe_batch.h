@@ -35,6 +35,7 @@ class WhisperTokenizer;
 struct BatchTranscribeStats {
   int64_t windows = 0;     // windows decoded in batches (fallback re-decodes not counted)
   int64_t batches = 0;     // encoder calls of the batch session
+  int64_t fitted = 0;      // windows encoded over a fitted, shorter context (fit_audio_ctx)
   int64_t tokens = 0;      // tokens sampled in batches
   int64_t steps = 0;       // batched decoder steps
   int64_t fallbacks = 0;   // windows re-decoded at higher temperatures

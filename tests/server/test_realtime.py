@@ -379,6 +379,31 @@ def test_three_concurrent_sessions_share_the_engine(rt):
              - before["parley_whisper_batch_encodes_total"])
     print(f"\n3 sessions: {windows:.0f} windows in {calls:.0f} encoder calls")
     assert windows > calls > 0, (windows, calls)  # some encoder calls served several streams
+    assert after["parley_whisper_fitted_windows_total"] == 0  # --live-audio-ctx full
+
+
+def test_fitted_context_turn(make_server):
+    """--live-audio-ctx fit: jfk.wav's 11 s turn is encoded over 15 s (750 positions) rather
+    than 30 s, and still says the words; file requests keep the full context."""
+    s = make_server("--vad-model", VAD, "--live-audio-ctx", "fit")
+    pcm = jfk_pcm(24000)
+    before = s.metrics()
+    with connect(s) as conn:
+        ev = Events(conn)
+        ev.wait(lambda e: e.type == "session.created")
+        conn.send({"type": "session.update", "session": {"type": "transcription", "audio": {
+            "input": {"turn_detection": None}}}})
+        ev.wait(lambda e: e.type == "session.updated")
+        stream(conn, pcm, 48000, 1.0, 20)
+        conn.send({"type": "input_audio_buffer.commit"})
+        done = ev.wait(lambda e: e.type == "conversation.item.input_audio_transcription.completed")
+    fitted = s.metrics()["parley_whisper_fitted_windows_total"] - \
+        before["parley_whisper_fitted_windows_total"]
+    assert normalized(done.transcript) == JFK, done.transcript
+    assert fitted >= 1, fitted
+    offline(s, wav_bytes(pcm, 24000))
+    assert s.metrics()["parley_whisper_fitted_windows_total"] == before[
+        "parley_whisper_fitted_windows_total"] + fitted  # the file request: full context
 
 
 def test_client_gone_mid_turn_cancels(rt):

@@ -372,6 +372,76 @@ TEST(WhisperBatchSession, BadArgumentsAreClearErrors) {
   EXPECT_EQ(batch.prefill(0, tok0).dim(0), 1);
 }
 
+// encode()'s n_ctx: a slot encoded over the first 500 positions decodes as a model loaded
+// with audio_ctx 500 does (its cross-attention sees 500 keys), beside a full-context slot in
+// the same steps, and a full window encoded later into the same slot is whole again.
+TEST(WhisperBatchSession, ShortWindowDecodesAsAModelTruncatedToIt) {
+  if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  LoadOptions lo;
+  lo.audio_ctx = 500;
+  const auto truncated = WhisperModel::load(model_dir(), lo);
+  const int n_mels = model->config().n_mels;
+  const auto& tok = english();
+  const Tensor speech = first_window(audio("english.wav"), n_mels);  // 2.7 s
+  const Tensor jfk = first_window(audio("jfk.wav"), n_mels);
+
+  WhisperBatchSession batch(model, 3);
+  EXPECT_EQ(batch.audio_ctx(1), 0);
+  batch.encode(std::vector<int32_t>{0}, stack_windows({jfk}));
+  batch.encode(std::vector<int32_t>{1}, stack_windows({speech}), 500);
+  EXPECT_EQ(batch.audio_ctx(0), 1500);
+  EXPECT_EQ(batch.audio_ctx(1), 500);
+  WhisperSession full(model), short_ref(truncated);
+  full.encode(jfk);
+  short_ref.encode(speech);
+  WhisperSession* refs[2] = {&full, &short_ref};
+
+  const std::vector<int32_t> sot = tok.sot_sequence("en", "transcribe");
+  const int64_t n_vocab = model->config().n_vocab;
+  float worst = 0;
+  const auto compare = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.numel(), want.numel()) << what;
+    const float diff = max_abs_diff(got.data<float>(), want.data<float>(), want.numel());
+    worst = std::max(worst, diff);
+    EXPECT_LT(diff, 2e-3f) << what;
+  };
+  // Slot 1 alone (prefill), then both slots in one run of steps.
+  compare(batch.prefill(1, sot), short_ref.decode(sot), "short prefill");
+  compare(batch.prefill(0, sot), full.decode(sot), "full prefill");
+  for (int k = 0; k < 4; ++k) {
+    const std::vector<int32_t> slots = {0, 1}, tokens = {int32_t(1000 + k), int32_t(2000 + k)};
+    const Tensor logits = batch.step(slots, tokens);
+    for (int r = 0; r < 2; ++r) {
+      const Tensor want = refs[r]->decode(std::span<const int32_t>(&tokens[size_t(r)], 1));
+      ASSERT_EQ(want.numel(), n_vocab);
+      const Tensor row = logits.slice0(r, r + 1);
+      compare(row, want, "step " + std::to_string(k) + " slot " + std::to_string(r));
+    }
+  }
+  // The audio past 500 positions is not heard: another window that differs only there
+  // gives slot 1 the same logits.
+  Tensor later = pad_or_trim_frames(speech, kChunkFrames);
+  std::fill_n(later.data<float>() + 2 * 500 + 10, 200, 0.7f);  // mel row 0, frames 1010..
+  WhisperBatchSession other(model, 2);
+  other.encode(std::vector<int32_t>{1}, stack_windows({later}), 500);
+  const Tensor a = other.prefill(1, sot);
+  WhisperBatchSession again(model, 2);
+  again.encode(std::vector<int32_t>{1}, stack_windows({speech}), 500);
+  const Tensor b = again.prefill(1, sot);
+  EXPECT_EQ(max_abs_diff(a.data<float>(), b.data<float>(), a.numel()), 0.0f);
+  // A full window into the short slot: whole again (the full session's logits).
+  batch.encode(std::vector<int32_t>{1}, stack_windows({jfk}));
+  EXPECT_EQ(batch.audio_ctx(1), 1500);
+  WhisperSession full2(model);
+  full2.encode(jfk);
+  compare(batch.prefill(1, sot), full2.decode(sot), "full window after a short one");
+  // Out of range: a clear error.
+  for (int64_t bad : {int64_t(-1), int64_t(1501)})
+    EXPECT_THROW(batch.encode(std::vector<int32_t>{2}, stack_windows({jfk}), bad), Error);
+  std::printf("short window vs truncated model: max |diff| %.3g\n", worst);
+}
+
 TEST(WhisperBatchSession, WarmStepsMakeNoSystemAllocations) {
   if (!have_model()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();

@@ -155,6 +155,41 @@ TEST(BatchTranscriber, ACancelledFileLeavesAtTheNextStepAndFreesItsSlot) {
   expect_same(*rest[waiting].result, alone, "joined after the cancel");
 }
 
+// TranscribeOptions::fit_audio_ctx: a 2.7 s file is encoded over 500 positions (10 s), and
+// gets what transcribe() gives it on a model truncated to 500; a file beside it without the
+// option keeps the full context, and the two windows take two encoder calls.
+TEST(BatchTranscriber, FittedAudioContextTranscribesAsATruncatedModel) {
+  if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
+  const auto model = tiny_en();
+  EXPECT_EQ(fitted_audio_ctx(*model, 270), 500);    // 2.7 s + 2 s, at least 10 s
+  EXPECT_EQ(fitted_audio_ctx(*model, 1100), 750);   // 11 s + 2 s: 15 s
+  EXPECT_EQ(fitted_audio_ctx(*model, 2600), 1500);  // 26 s + 2 s: the whole window
+  EXPECT_EQ(fitted_audio_ctx(*model, 100 * 3000), 1500);
+  LoadOptions lo;
+  lo.audio_ctx = 500;
+  const auto truncated = WhisperModel::load(model_dir(), lo);
+  const auto& tok = english();
+  const std::vector<float> speech = clip("english.wav"), jfk = clip("jfk.wav");
+  TranscribeOptions fit;
+  fit.fit_audio_ctx = true;
+  WhisperSession short_solo(truncated), solo(model);
+  const TranscribeResult want_short = transcribe(short_solo, tok, speech, TranscribeOptions{});
+  const TranscribeResult want_full = transcribe(solo, tok, jfk, TranscribeOptions{});
+
+  WhisperBatchSession batch(model, 2);
+  BatchTranscriber t(batch, solo, tok);
+  const uint64_t a = t.add(mel_of(speech), fit);
+  const uint64_t b = t.add(mel_of(jfk), TranscribeOptions{});
+  auto results = drain(t);
+  ASSERT_TRUE(results[a].result.has_value());
+  ASSERT_TRUE(results[b].result.has_value());
+  expect_same(*results[a].result, want_short, "english.wav, fitted");
+  expect_same(*results[b].result, want_full, "jfk.wav, full");
+  EXPECT_EQ(t.stats().windows, 2);
+  EXPECT_EQ(t.stats().batches, 2);  // one encoder call per context
+  EXPECT_FALSE(results[a].result->text.empty());
+}
+
 TEST(BatchTranscriber, BadInputIsAClearErrorAndAddsNothing) {
   if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   WhisperBatchSession batch(tiny_en(), 1);

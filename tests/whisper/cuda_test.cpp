@@ -197,6 +197,14 @@ struct SynthTiny {
   fs::path dir;
 };
 
+// A second window's mel: `mel` rescaled (other audio features, same offsets).
+Tensor second_window(const Tensor& mel) {
+  Tensor out = Tensor::empty(mel.shape(), DType::f32);
+  for (int64_t i = 0; i < mel.numel(); ++i)
+    out.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
+  return out;
+}
+
 TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   REQUIRE_CUDA();
   const SynthTiny synth("parley_cuda_synth", 0);
@@ -206,6 +214,46 @@ TEST(WhisperCuda, SyntheticTinyMatchesCpu) {
   const std::vector<int32_t> prefix =
       initial_tokens(tok, DecodingOptions{}, "en", model->config().n_text_ctx);
   check_against_cpu(dir, jfk_window(model->config().n_mels), prefix, tok.eot(), 60, true);
+}
+
+// WhisperBatchSession::encode's n_ctx on the GPU: short windows (500 and 750 positions)
+// beside a full one, scattered into their slots and cross-attended under the audio mask,
+// give the CPU batch's logits, teacher-forced over a prefill and five steps (f32 within 1e-3
+// of the largest logit, f16 within 0.1, as check_against_cpu).
+TEST(WhisperCuda, ShortWindowsInABatchMatchCpu) {
+  REQUIRE_CUDA();
+  const SynthTiny synth("parley_cuda_short", 0);
+  const std::string dir = synth.dir.string();
+  const auto cpu_model = WhisperModel::load(dir);
+  const int64_t n_mels = cpu_model->config().n_mels;
+  const Tensor mel = jfk_window(int(n_mels));
+  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
+  mels.slice0(0, 1).reshape({n_mels, kChunkFrames}).copy_from(mel);
+  mels.slice0(1, 2).reshape({n_mels, kChunkFrames}).copy_from(second_window(mel));
+  const std::vector<int32_t> slots = {0, 1, 2}, sot = {50258, 50259, 50359};
+  const auto run = [&](const std::shared_ptr<const WhisperModel>& model) {
+    WhisperBatchSession batch(model, 3);
+    batch.encode(std::vector<int32_t>{2, 0}, mels, 500);  // two short windows, one call
+    batch.encode(std::vector<int32_t>{1}, mels.slice0(0, 1));
+    EXPECT_EQ(batch.audio_ctx(0), 500);
+    EXPECT_EQ(batch.audio_ctx(1), 1500);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 3; ++i) tokens.insert(tokens.end(), sot.begin(), sot.end());
+    std::vector<Tensor> out = {batch.prefill_batch(slots, tokens)};
+    for (int k = 0; k < 5; ++k)
+      out.push_back(batch.step(
+          slots, std::vector<int32_t>{int32_t(400 + k), int32_t(500 + k), int32_t(600 + k)}));
+    return out;
+  };
+  const std::vector<Tensor> want = run(cpu_model);
+  for (const DType dt : {DType::f32, DType::f16}) {
+    const std::vector<Tensor> got = run(WhisperModel::load(dir, {Device::cuda, dt}));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float scale = max_abs(want[i]);
+      EXPECT_LE(max_abs_diff(got[i], want[i]), (dt == DType::f32 ? 1e-3f : 0.1f) * scale)
+          << dtype_name(dt) << " pass " << i;
+    }
+  }
 }
 
 // A session whose decoder steps all run eagerly: made while PARLEY_CUDA_GRAPHS=0, which
@@ -230,14 +278,6 @@ GraphSessions graph_sessions() {
   s.eager = session_without_graphs(s.model);
   s.graphed = std::make_unique<WhisperSession>(s.model);
   return s;
-}
-
-// A second window's mel: `mel` rescaled (other audio features, same offsets).
-Tensor second_window(const Tensor& mel) {
-  Tensor out = Tensor::empty(mel.shape(), DType::f32);
-  for (int64_t i = 0; i < mel.numel(); ++i)
-    out.data<float>()[i] = 0.8f * mel.data<float>()[i] - 0.1f;
-  return out;
 }
 
 // Single-token steps on CUDA replay captured graphs from the second visit of an offset on

@@ -13,7 +13,9 @@
 #   DEADLINE=S (stages that would start later are skipped), MODEL=DIR (default: the
 #   synthetic turbo in /tmp/turbo), SAMPLE_LEN=N and SESSION_SAMPLE_LEN=N (serve --sample-len
 #   for the Realtime stages and the session stage: random weights never stop, so a cap near
-#   what real speech decodes makes their windows cost what real ones do; unset: 224).
+#   what real speech decodes makes their windows cost what real ones do; unset: 224),
+#   SERVE_EXTRA="..." (more `parley serve` flags, e.g. --live-audio-ctx fit), LABEL_SUFFIX
+#   (appended to each stage's label, to tell runs with other flags apart in live.jsonl).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 DTYPE=${DTYPE:-f16}
@@ -31,9 +33,9 @@ if [[ $M == /tmp/turbo && ! -f $M/config.json ]]; then
   echo "synth turbo: $(($(date +%s) - t0)) s"
 fi
 SERVE=(--device cuda --dtype "$DTYPE" --whisper-batch "$BATCH" --queue 4096 --sessions-dir /tmp/sessions
-  --io-threads ${IO_THREADS:-8} --max-sessions 64)
+  --io-threads ${IO_THREADS:-8} --max-sessions 64 ${SERVE_EXTRA:-})
 live() {  # [SL=N] live LABEL ARGS...: one bench/live.py run, JSON lines kept with the label
-  local label=$1; shift
+  local label=$1${LABEL_SUFFIX:-}; shift
   in_time "$label" || return
   echo "== $label${SL:+ (--sample-len $SL)}"
   PYTHONUNBUFFERED=1 python3 bench/live.py --parley "$P" --model $M "$@" --serve-args "${SERVE[@]}" \
