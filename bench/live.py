@@ -313,10 +313,30 @@ def run_streams(args):
     return out
 
 
+ENGINE_COUNTERS = ["windows", "fitted_windows", "batch_encodes", "batch_steps",
+                   "background_yielded", "encoder_runs", "decoder_runs"]
+
+
+def engine_counters(server):
+    """The Whisper engine's counters from /metrics (parley_whisper_<name>_total)."""
+    try:
+        status, body = server.request("GET", "/metrics", timeout=30)[:2]
+    except Exception:
+        return {}
+    text = body.decode() if isinstance(body, bytes) else str(body)
+    out = {}
+    for line in text.splitlines():
+        for name in ENGINE_COUNTERS:
+            if line.startswith(f"parley_whisper_{name}_total "):
+                out[name] = float(line.split()[1])
+    return out
+
+
 def realtime(server, args, pcm16, clips):
     pcm24, _ = audioop.ratecv(pcm16, 2, 1, RATE, 24000, None)
     seconds = args.seconds or len(pcm16) / 2 / RATE
     for n in args.streams:
+        before = engine_counters(server)
         rng = random.Random(n)
         delays = [rng.uniform(0, args.stagger) for _ in range(n)]
         procs = max(1, min(args.procs, n))
@@ -338,6 +358,8 @@ def realtime(server, args, pcm16, clips):
                     first.append(1000 * (d[0] - it["started"]))
                 gaps += [1000 * (b - a) for a, b in zip(d, d[1:])]
         items = sum(len(r["items"]) for r in results)
+        after = engine_counters(server)
+        engine = {k: after[k] - before.get(k, 0) for k in after}
         print(json.dumps({
             "bench": "realtime", "streams": n, "seconds": round(seconds, 1), "speed": args.speed,
             "turns": "manual" if args.manual else "server_vad", "wall_s": round(wall, 1),
@@ -345,7 +367,7 @@ def realtime(server, args, pcm16, clips):
             "commit_to_completed_ms": summary(latency),
             "interim_gap_ms": summary(gaps), "first_delta_after_speech_ms": summary(first),
             "client_late_max_s": round(max(late), 3) if late else 0.0,
-            "errors": len(errors), "first_errors": errors[:3],
+            "errors": len(errors), "first_errors": errors[:3], "engine": engine,
             "serve_args": args.serve_args}), flush=True)
 
 

@@ -40,7 +40,7 @@ struct ServeCliOptions {
   int whisper_batch = 16;
   int sample_len = 0;
   int interim_slots = 0;
-  std::string live_audio_ctx = "full";
+  std::string live_audio_ctx = "fit";
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -169,8 +169,9 @@ void add_serve_command(CLI::App& app) {
                   "interim text comes less often (0: a quarter of --whisper-batch)")
       ->capture_default_str();
   cmd->add_option("--live-audio-ctx", opt->live_audio_ctx,
-                  "fit: a Realtime turn's (and interim pass's) encoder runs over its audio plus "
-                  "2 s in steps of 5 s (at least 10 s), not the whole 30 s window; full: 30 s")
+                  "fit: a committed Realtime turn's encoder runs over its audio plus "
+                  "2 s in steps of 5 s (at least 15 s), not the whole 30 s window; full: 30 s, as "
+                  "a file request")
       ->check(CLI::IsMember({"fit", "full"}))
       ->capture_default_str();
   cmd->add_option("--whisper-residency", opt->residency,

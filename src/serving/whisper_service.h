@@ -70,9 +70,9 @@ struct ServiceOptions {
   // each, and decoder rows) would otherwise fill the batch and slow every committed turn,
   // so interim text comes less often instead. 0: a quarter of `batch` (at least 1).
   int background_slots = 0;
-  // Live streams' jobs (a Realtime turn and its interim passes) set
-  // TranscribeOptions::fit_audio_ctx (--live-audio-ctx fit): the encoder over the turn's
-  // audio plus 2 s rather than a whole 30 s window.
+  // A live stream's committed turns (Realtime) set TranscribeOptions::fit_audio_ctx
+  // (--live-audio-ctx fit): the encoder over the turn's audio plus 2 s rather than a whole
+  // 30 s window. Its interim passes keep the whole window.
   bool live_fit_audio_ctx = false;
 };
 

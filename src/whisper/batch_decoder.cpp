@@ -127,9 +127,9 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
       const int64_t n_audio = c.n_audio_ctx;
       const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
       Tensor attn = pool_.alloc(q.shape(), dt);
-      Tensor mask_view;
+      Tensor lens_view;
       AttentionOptions opt;
-      opt.key_mask = audio_mask(slot, slot + 1, mask_view);  // a short window's
+      opt.key_len = audio_lens(slot, slot + 1, lens_view);  // a short window's
       attention(q, kv.slice0(slot, slot + 1), kv.slice0(n_slots_ + slot, n_slots_ + slot + 1), attn,
                 opt);
       const Tensor merged = merge_heads(pool_, attn);  // [T, d]
@@ -270,9 +270,9 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
       Tensor attn = pool_.alloc({n, h, t, dh}, dt);
       for (const auto& [begin, end] : runs_) {
         const int64_t s0 = slots[size_t(begin)], len = end - begin;
-        Tensor out = attn.slice0(begin, end), mask_view;
+        Tensor out = attn.slice0(begin, end), lens_view;
         AttentionOptions opt;
-        opt.key_mask = audio_mask(s0, s0 + len, mask_view);  // short windows'
+        opt.key_len = audio_lens(s0, s0 + len, lens_view);  // short windows'
         attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
                   kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out, opt);
       }
@@ -375,8 +375,8 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
       opt.kv_static = true;  // a slot's audio K/V are written when it is admitted, not here
       for (const auto& [begin, end] : runs_) {
         const int64_t s0 = slots[size_t(begin)], len = end - begin;
-        Tensor out = attn.slice0(begin, end), mask_view;
-        opt.key_mask = audio_mask(s0, s0 + len, mask_view);  // short windows'
+        Tensor out = attn.slice0(begin, end), lens_view;
+        opt.key_len = audio_lens(s0, s0 + len, lens_view);  // short windows'
         attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
                   kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out, opt);
       }

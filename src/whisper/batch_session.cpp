@@ -27,19 +27,17 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   const DType dt = model_->dtype();
   // The self-attention caches are zeroed, so the positions key_mask leaves out always hold
   // finite values (a kernel that weighs them by 0 then adds 0). A slot's cross K/V is written
-  // by encode before anything reads it; it is zeroed too, so the positions past a short
-  // window (audio_mask) hold finite values from the start.
+  // by encode before anything reads it.
   cache_.resize(size_t(c.n_text_layer));
   for (LayerCache& l : cache_) {
     l.self_k = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
-    l.cross_kv = Tensor::zeros({2, s, h, c.n_audio_ctx, dh}, dt, dev);
+    l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
   }
   mask_host_ = Tensor::zeros({s, c.n_text_ctx}, DType::i8);
   mask_dev_ = dev == Device::cpu ? mask_host_ : Tensor::zeros({s, c.n_text_ctx}, DType::i8, dev);
-  audio_mask_host_ = Tensor::zeros({s, c.n_audio_ctx}, DType::i8);
-  audio_mask_dev_ =
-      dev == Device::cpu ? audio_mask_host_ : Tensor::zeros({s, c.n_audio_ctx}, DType::i8, dev);
+  audio_len_host_ = Tensor::zeros({s}, DType::i32);
+  audio_len_dev_ = dev == Device::cpu ? audio_len_host_ : Tensor::zeros({s}, DType::i32, dev);
   n_cached_.assign(size_t(n_slots), 0);
   audio_ctx_.assign(size_t(n_slots), 0);
   encoded_.assign(size_t(n_slots), 0);
@@ -64,12 +62,12 @@ int WhisperBatchSession::audio_ctx(int slot) const {
   return audio_ctx_[size_t(slot)];
 }
 
-const Tensor* WhisperBatchSession::audio_mask(int64_t s0, int64_t s1, Tensor& view) const {
+const Tensor* WhisperBatchSession::audio_lens(int64_t s0, int64_t s1, Tensor& view) const {
   const int full = model_->config().n_audio_ctx;
   if (std::all_of(audio_ctx_.begin() + s0, audio_ctx_.begin() + s1,
                   [full](int n) { return n == full; }))
     return nullptr;
-  view = audio_mask_dev_.slice0(s0, s1);
+  view = audio_len_dev_.slice0(s0, s1);
   return &view;
 }
 
@@ -162,15 +160,13 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
       }
     }
   }
-  int8_t* audio_mask = audio_mask_host_.data<int8_t>();
   for (int32_t s : slots) {
     reset(s);
     encoded_[size_t(s)] = 1;
     audio_ctx_[size_t(s)] = int(n_ctx);
-    std::memset(audio_mask + int64_t(s) * full, 1, size_t(n_ctx));
-    std::memset(audio_mask + int64_t(s) * full + n_ctx, 0, size_t(full - n_ctx));
+    audio_len_host_.data<int32_t>()[s] = int32_t(n_ctx);
   }
-  if (audio_mask_dev_.raw() != audio_mask_host_.raw()) audio_mask_dev_.copy_from(audio_mask_host_);
+  if (audio_len_dev_.raw() != audio_len_host_.raw()) audio_len_dev_.copy_from(audio_len_host_);
 }
 
 }  // namespace parley

@@ -10,11 +10,10 @@
 //                                              consecutive slots with no copy of the cache;
 //   cross_kv       [2, S, H, n_audio_ctx, d_head]
 //   key_mask       i8 [S, n_text_ctx]: 1 where a slot's position is cached;
-//   audio_mask     i8 [S, n_audio_ctx]: 1 at the audio positions a slot's window encoded
-//                  (all of them, or the first N of a short window: encode's n_ctx).
-// A slot whose window was encoded over fewer positions than n_audio_ctx has its
-// cross-attention run with audio_mask, which gives what an attention over its N keys gives
-// (the positions past N hold finite values: zeros or an earlier window's).
+//   audio_len      i32 [S]: the audio positions a slot's window encoded (n_audio_ctx, or
+//                  the first N of a short window: encode's n_ctx).
+// A cross-attention run with a short window in it passes audio_len as its key_len, so each
+// slot attends to its own N keys, and the positions past them are never read.
 // A step's self-attention runs over all n_text_ctx positions of each slot with key_mask
 // leaving out the ones not cached (the CPU op then gives exactly what an attention over the
 // cached prefix gives); slots listed in consecutive ascending runs share one attention call.
@@ -109,9 +108,9 @@ class WhisperBatchSession {
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
   void sync_mask();
-  // The cross-attention key mask of slots [s0, s1) (audio_mask), or null when every one of
-  // them has its whole n_audio_ctx (no mask needed).
-  const Tensor* audio_mask(int64_t s0, int64_t s1, Tensor& view) const;
+  // The cross-attention key lengths of slots [s0, s1) (audio_len), or null when every one of
+  // them has its whole n_audio_ctx.
+  const Tensor* audio_lens(int64_t s0, int64_t s1, Tensor& view) const;
   // step()'s forward pass: f32 logits [n, n_vocab] on the model's device (scratch).
   Tensor step_on_device(std::span<const int32_t> slots, std::span<const int32_t> tokens);
 
@@ -120,10 +119,10 @@ class WhisperBatchSession {
   Pool pool_;       // scratch on the model's device
   Pool host_pool_;  // logits and ids on the CPU
   std::vector<LayerCache> cache_;
-  Tensor mask_host_;        // i8 [S, n_text_ctx]
-  Tensor mask_dev_;         // the same on the model's device (== mask_host_ on the CPU)
-  Tensor audio_mask_host_;  // i8 [S, n_audio_ctx]
-  Tensor audio_mask_dev_;   // the same on the model's device (== audio_mask_host_ on the CPU)
+  Tensor mask_host_;       // i8 [S, n_text_ctx]
+  Tensor mask_dev_;        // the same on the model's device (== mask_host_ on the CPU)
+  Tensor audio_len_host_;  // i32 [S]
+  Tensor audio_len_dev_;   // the same on the model's device (== audio_len_host_ on the CPU)
   std::vector<int> n_cached_;
   std::vector<int> audio_ctx_;  // per slot: positions encoded (0: none yet)
   std::vector<char> encoded_;

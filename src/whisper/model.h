@@ -134,7 +134,7 @@ int64_t whisper_window_frames(const WhisperModel& model);
 
 // The encoder context that fits `content_frames` mel frames of audio (10 ms each) with room
 // to spare (TranscribeOptions::fit_audio_ctx): the audio's positions (20 ms each) plus 2 s,
-// rounded up to a whole 5 s (250 positions), at least 10 s (500); the model's own
+// rounded up to a whole 5 s (250 positions), at least 15 s (750); the model's own
 // n_audio_ctx when that is no more.
 int fitted_audio_ctx(const WhisperModel& model, int64_t content_frames);
 

@@ -96,9 +96,9 @@ struct TranscribeOptions {
   // where the next window starts.
   bool complete_windows_only = false;
   // Encode each window over only as much of the encoder's context as the file's audio needs
-  // (fitted_audio_ctx, model.h: the audio plus 2 s, in steps of 5 s, at least 10 s), not
-  // the whole 30 s: a live turn of a few seconds costs a third of the encoder's work or
-  // less (whisper.cpp's audio_ctx, chosen per file). Speed for fidelity: the text can differ
+  // (fitted_audio_ctx, model.h: the audio plus 2 s, in steps of 5 s, at least 15 s), not
+  // the whole 30 s: a live turn of a few seconds costs about half of the encoder's work
+  // (whisper.cpp's audio_ctx, chosen per file). Speed for fidelity: the text can differ
   // from the full context's (docs/DECODING.md). Honoured by the batched paths
   // (BatchTranscriber: the server); a window they hand to the one-window session (the
   // temperature fallback, word timestamps) and transcribe() use the full context.

@@ -139,6 +139,12 @@ TEST(OpErrors, Attention) {
   Tensor mask_bad = of({1, 4}, DType::i8);
   opt.key_mask = &mask_bad;
   expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_mask i8[1, 4]"});
+  opt.key_mask = nullptr;
+  Tensor lens_f32 = f32({1}), lens_bad = of({2}, DType::i32);
+  opt.key_len = &lens_f32;
+  expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_len f32[1]", "i32"});
+  opt.key_len = &lens_bad;
+  expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_len i32[2]"});
 }
 
 TEST(OpErrors, AttentionQkv) {

@@ -555,7 +555,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, Conv1d, ::testing::ValuesIn(op_params()), op_param
 struct AttentionCase {
   int64_t batch, heads, lq, lk, d, dv;
   bool causal, mask;
-  float scale;  // 0: 1/sqrt(d)
+  float scale;        // 0: 1/sqrt(d)
+  bool lens = false;  // key_len: batch b sees keys [0, len_b), the last one none when B > 1
 };
 
 class Attention : public OpTest {
@@ -564,8 +565,8 @@ class Attention : public OpTest {
     SCOPED_TRACE("attention B " + std::to_string(ac.batch) + " H " + std::to_string(ac.heads) +
                  " Lq " + std::to_string(ac.lq) + " Lk " + std::to_string(ac.lk) + " D " +
                  std::to_string(ac.d) + " Dv " + std::to_string(ac.dv) +
-                 (ac.causal ? " causal" : "") + (ac.mask ? " key_mask" : "") + " scale " +
-                 std::to_string(ac.scale));
+                 (ac.causal ? " causal" : "") + (ac.mask ? " key_mask" : "") +
+                 (ac.lens ? " key_len" : "") + " scale " + std::to_string(ac.scale));
     const HostTensor q = random({ac.batch, ac.heads, ac.lq, ac.d}, -2.0f, 2.0f);
     const HostTensor k = random({ac.batch, ac.heads, ac.lk, ac.d}, -2.0f, 2.0f);
     const HostTensor v = random({ac.batch, ac.heads, ac.lk, ac.dv});
@@ -575,11 +576,22 @@ class Attention : public OpTest {
     for (int64_t b = 0; b < ac.batch; ++b)
       for (int64_t j = 0; j < ac.lk; ++j)
         m[b * ac.lk + j] = (ac.batch > 1 && b == ac.batch - 1) ? 0 : int8_t(uniform_int(0, 3) != 0);
-    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dmask = dev(mask_host);
+    // Lengths: the first item all of Lk, then about half, then one key, the last none (and
+    // one past Lk, clamped, when B == 1: all keys).
+    Tensor len_host = Tensor::empty({ac.batch}, DType::i32);
+    int32_t* lens = len_host.data<int32_t>();
+    for (int64_t b = 0; b < ac.batch; ++b)
+      lens[b] = b == 0              ? int32_t(ac.lk + (ac.batch == 1))
+                : b == ac.batch - 1 ? 0
+                : b == 1            ? int32_t(ac.lk / 2 + 1)
+                                    : 1;
+    const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dmask = dev(mask_host),
+                 dlen = dev(len_host);
     AttentionOptions opt;
     opt.scale = ac.scale;
     opt.causal = ac.causal;
     opt.key_mask = ac.mask ? &dmask : nullptr;
+    opt.key_len = ac.lens ? &dlen : nullptr;
     Tensor o = out({ac.batch, ac.heads, ac.lq, ac.dv});
     attention(dq, dk, dv, o, opt);
 
@@ -593,8 +605,8 @@ class Attention : public OpTest {
           double mx = -INFINITY;
           std::vector<bool> seen(static_cast<size_t>(ac.lk));
           for (int64_t j = 0; j < ac.lk; ++j) {
-            seen[size_t(j)] =
-                (!ac.causal || j <= i + ac.lk - ac.lq) && (!ac.mask || m[b * ac.lk + j]);
+            seen[size_t(j)] = (!ac.causal || j <= i + ac.lk - ac.lq) &&
+                              (!ac.mask || m[b * ac.lk + j]) && (!ac.lens || j < lens[b]);
             if (!seen[size_t(j)]) continue;
             double dot = 0.0;
             for (int64_t c = 0; c < ac.d; ++c)
@@ -701,6 +713,17 @@ TEST_P(Attention, SingleChunkEdges) {
   run({3, 2, 1, 90, 48, 40, false, true, 0.0f});     // generic kernel, Dv != D
   run({1, 2, 1, 70, 200, 200, false, false, 0.0f});  // generic kernel, Dv over 128
   run({1, 2, 1, 200, 200, 200, true, false, 0.0f});  // ... and several chunks
+}
+
+// AttentionOptions::key_len: each batch item's keys end at its own length (short audio
+// windows in caches of 1500): on the split path (a decoder step over 1500 keys, rows of one
+// item sharing them), with a key mask and causal limits too, and on the long-query paths.
+TEST_P(Attention, KeyLengths) {
+  run({4, 20, 1, 1500, 64, 64, false, false, 0.0f, true});
+  run({3, 4, 5, 300, 64, 64, false, true, 0.0f, true});
+  run({3, 2, 2, 150, 32, 48, true, false, 0.0f, true});
+  run({1, 6, 1, 1500, 64, 64, false, false, 0.0f, true});  // one item, a length past Lk
+  run({3, 2, 40, 57, 16, 24, true, true, 0.3f, true});     // the CPU's GEMM path
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Attention, ::testing::ValuesIn(op_params()), op_param_name);

@@ -379,31 +379,33 @@ def test_three_concurrent_sessions_share_the_engine(rt):
              - before["parley_whisper_batch_encodes_total"])
     print(f"\n3 sessions: {windows:.0f} windows in {calls:.0f} encoder calls")
     assert windows > calls > 0, (windows, calls)  # some encoder calls served several streams
-    assert after["parley_whisper_fitted_windows_total"] == 0  # --live-audio-ctx full
+    # --live-audio-ctx fit (the default): the turns' windows were encoded over 15 s
+    assert after["parley_whisper_fitted_windows_total"] > before["parley_whisper_fitted_windows_total"]
 
 
-def test_fitted_context_turn(make_server):
-    """--live-audio-ctx fit: jfk.wav's 11 s turn is encoded over 15 s (750 positions) rather
-    than 30 s, and still says the words; file requests keep the full context."""
-    s = make_server("--vad-model", VAD, "--live-audio-ctx", "fit")
+def test_live_audio_ctx(rt, make_server):
+    """--live-audio-ctx: fit (the default) encodes jfk.wav's 11 s turn over 15 s (750
+    positions) rather than 30 s, full over 30 s; both say the words, and a file request keeps
+    the full context either way."""
     pcm = jfk_pcm(24000)
-    before = s.metrics()
-    with connect(s) as conn:
-        ev = Events(conn)
-        ev.wait(lambda e: e.type == "session.created")
-        conn.send({"type": "session.update", "session": {"type": "transcription", "audio": {
-            "input": {"turn_detection": None}}}})
-        ev.wait(lambda e: e.type == "session.updated")
-        stream(conn, pcm, 48000, 1.0, 20)
-        conn.send({"type": "input_audio_buffer.commit"})
-        done = ev.wait(lambda e: e.type == "conversation.item.input_audio_transcription.completed")
-    fitted = s.metrics()["parley_whisper_fitted_windows_total"] - \
-        before["parley_whisper_fitted_windows_total"]
-    assert normalized(done.transcript) == JFK, done.transcript
-    assert fitted >= 1, fitted
-    offline(s, wav_bytes(pcm, 24000))
-    assert s.metrics()["parley_whisper_fitted_windows_total"] == before[
-        "parley_whisper_fitted_windows_total"] + fitted  # the file request: full context
+    for server, fit in ((rt, True), (make_server("--vad-model", VAD, "--live-audio-ctx", "full"),
+                                     False)):
+        before = server.metrics()["parley_whisper_fitted_windows_total"]
+        with connect(server) as conn:
+            ev = Events(conn)
+            ev.wait(lambda e: e.type == "session.created")
+            conn.send({"type": "session.update", "session": {"type": "transcription", "audio": {
+                "input": {"turn_detection": None}}}})
+            ev.wait(lambda e: e.type == "session.updated")
+            stream(conn, pcm, 48000, 1.0, 20)
+            conn.send({"type": "input_audio_buffer.commit"})
+            done = ev.wait(
+                lambda e: e.type == "conversation.item.input_audio_transcription.completed")
+        assert normalized(done.transcript) == JFK, done.transcript
+        fitted = server.metrics()["parley_whisper_fitted_windows_total"] - before
+        assert (fitted >= 1) if fit else (fitted == 0), (fit, fitted)
+        offline(server, wav_bytes(pcm, 24000))  # a file request: the full context
+        assert server.metrics()["parley_whisper_fitted_windows_total"] == before + fitted
 
 
 def test_client_gone_mid_turn_cancels(rt):

@@ -155,18 +155,19 @@ TEST(BatchTranscriber, ACancelledFileLeavesAtTheNextStepAndFreesItsSlot) {
   expect_same(*rest[waiting].result, alone, "joined after the cancel");
 }
 
-// TranscribeOptions::fit_audio_ctx: a 2.7 s file is encoded over 500 positions (10 s), and
-// gets what transcribe() gives it on a model truncated to 500; a file beside it without the
+// TranscribeOptions::fit_audio_ctx: a 2.7 s file is encoded over 750 positions (15 s), and
+// gets what transcribe() gives it on a model truncated to 750; a file beside it without the
 // option keeps the full context, and the two windows take two encoder calls.
 TEST(BatchTranscriber, FittedAudioContextTranscribesAsATruncatedModel) {
   if (!have_tiny_en()) GTEST_SKIP() << "no tiny.en model at " << model_dir();
   const auto model = tiny_en();
-  EXPECT_EQ(fitted_audio_ctx(*model, 270), 500);    // 2.7 s + 2 s, at least 10 s
-  EXPECT_EQ(fitted_audio_ctx(*model, 1100), 750);   // 11 s + 2 s: 15 s
+  EXPECT_EQ(fitted_audio_ctx(*model, 270), 750);    // 2.7 s + 2 s, at least 15 s
+  EXPECT_EQ(fitted_audio_ctx(*model, 1300), 750);   // 13 s + 2 s: 15 s
+  EXPECT_EQ(fitted_audio_ctx(*model, 1301), 1000);  // a frame more: 20 s
   EXPECT_EQ(fitted_audio_ctx(*model, 2600), 1500);  // 26 s + 2 s: the whole window
   EXPECT_EQ(fitted_audio_ctx(*model, 100 * 3000), 1500);
   LoadOptions lo;
-  lo.audio_ctx = 500;
+  lo.audio_ctx = 750;
   const auto truncated = WhisperModel::load(model_dir(), lo);
   const auto& tok = english();
   const std::vector<float> speech = clip("english.wav"), jfk = clip("jfk.wav");

@@ -40,7 +40,8 @@ struct Strides {
 struct Geometry {
   int64_t batch, heads, lq, lk, d, dv;
   float scale;
-  const int8_t* mask;  // [B, Lk] or null
+  const int8_t* mask;      // [B, Lk] or null
+  const int32_t* key_len;  // [B] or null: batch b's keys [0, key_len[b])
   bool causal;
   Strides sq, sk, sv, so;
   const int32_t* k_index = nullptr;  // batch b reads k's batch k_index[b] (or b when null)
@@ -55,6 +56,7 @@ struct Geometry {
         dv(v.dim(3)),
         scale(opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(q.dim(3)))),
         mask(opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr),
+        key_len(opt.key_len ? opt.key_len->data<int32_t>() : nullptr),
         causal(opt.causal),
         sq{heads * lq * d, lq * d, d},
         sk{heads * lk * d, lk * d, d},
@@ -72,16 +74,18 @@ struct Geometry {
         dv(d),
         scale(opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(float(d))),
         mask(nullptr),
+        key_len(nullptr),
         causal(opt.causal),
         sq{q.dim(1) * q.dim(2), d, q.dim(2)},
         sk{k.dim(1) * k.dim(2), d, k.dim(2)},
         sv{v.dim(1) * v.dim(2), d, v.dim(2)},
         so{out.dim(1) * out.dim(2), d, out.dim(2)} {}
 
-  // Keys [0, visible) are in range for query row i; causal aligns the last query with the
-  // last key (a decode step over a cache of lk keys).
-  int64_t visible(int64_t i) const {
-    return causal ? std::clamp<int64_t>(i + (lk - lq) + 1, 0, lk) : lk;
+  // Keys [0, visible) are in range for query row i of batch b; causal aligns the last query
+  // with the last key (a decode step over a cache of lk keys); key_len cuts b's keys short.
+  int64_t visible(int64_t b, int64_t i) const {
+    const int64_t end = causal ? std::clamp<int64_t>(i + (lk - lq) + 1, 0, lk) : lk;
+    return key_len ? std::clamp<int64_t>(key_len[b], 0, end) : end;
   }
   const int8_t* mask_row(int64_t bh) const { return mask ? mask + (bh / heads) * lk : nullptr; }
 };
@@ -118,7 +122,7 @@ void attention_rows(const T* pq, const T* pk, const T* pv, T* po, const Geometry
         acc(static_cast<size_t>(g.dv));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t bh = r / g.lq, i = r % g.lq, b = bh / g.heads, h = bh % g.heads;
-      const int64_t visible = g.visible(i);
+      const int64_t visible = g.visible(b, i);
       const T* kb = pk + g.sk.at(g.k_index ? g.k_index[b] : b, h, 0);
       const T* vb = pv + g.sv.at(g.v_index ? g.v_index[b] : b, h, 0);
       load_f32(pq + g.sq.at(b, h, i), qrow.data(), g.d);
@@ -180,7 +184,7 @@ void attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o
       cpu_threads().parallel_for(rows, row_grain(4 * g.lk), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float* row = ps + r * g.lk;
-          const int64_t visible = g.visible(i0 + r);
+          const int64_t visible = g.visible(bh / g.heads, i0 + r);
           if (!softmax_visible(row, visible, mrow)) std::fill_n(row, g.lk, 0.0f);
           std::fill(row + visible, row + g.lk, 0.0f);
         }

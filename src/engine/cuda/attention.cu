@@ -29,6 +29,9 @@
 // generic one as L2 prefetches), so that traffic overlaps the q projection's tail; q, the
 // key mask and every write stay after the wait.
 //
+// AttentionOptions::key_len ends a batch item's keys early: every kernel's loop stops there,
+// and split chunks past it read nothing (short audio windows in caches of 1500 positions).
+//
 // Every kernel addresses q, k, v and out through per-operand strides (batch, head, row;
 // AttnShape), so attention_tokens runs the same kernels on token-major operands in place:
 // heads side by side in rows of any width, e.g. q|k|v of a fused projection.
@@ -64,12 +67,28 @@ struct AttnShape {
   bool kv_static;          // AttentionOptions::kv_static: K/V (and k/v_index) before the wait
   int64_t static_keys;     // AttentionOptions::static_keys: keys below it before the wait
   const int8_t* key_mask;  // [B, Lk] or null
+  const int32_t* key_len;  // [B] or null: batch b's keys [0, key_len[b]) (AttentionOptions)
   Strides q, k, v, o;
   const int32_t* k_index;  // [B] or null: batch b reads k's batch k_index[b]
   const int32_t* v_index;
   __device__ int64_t k_batch(int64_t b) const { return k_index ? k_index[b] : b; }
   __device__ int64_t v_batch(int64_t b) const { return v_index ? v_index[b] : b; }
 };
+
+// Keys [0, end) that query row i of batch b may see: causal aligns the last query with the
+// last key; key_len (read with the K/V, as static as they are) cuts b's keys short.
+__device__ __forceinline__ int64_t visible_keys(const AttnShape& s, int64_t b, int64_t i) {
+  int64_t end = s.lk;
+  if (s.causal) {
+    const int64_t last = i + (s.lk - s.lq);
+    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
+  }
+  if (s.key_len) {
+    const int64_t len = s.key_len[b];
+    end = len < 0 ? 0 : (len < end ? len : end);
+  }
+  return end;
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreadsAttn)
@@ -87,11 +106,7 @@ __global__ void __launch_bounds__(kThreadsAttn)
   constexpr int kWarps = kThreadsAttn / 32;
 
   for (int64_t d = tid; d < s.d; d += kThreadsAttn) qs[d] = dev_to_f32(q_row[d]) * s.scale;
-  int64_t end = s.lk;  // keys [0, end) are visible before the padding mask
-  if (s.causal) {
-    const int64_t last = i + (s.lk - s.lq);
-    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
-  }
+  const int64_t end = visible_keys(s, b, i);  // keys [0, end) before the padding mask
   __syncthreads();
 
   for (int64_t j = warp; j < end; j += kWarps) {
@@ -351,12 +366,8 @@ __device__ __forceinline__ void chunk_pv(const float* p, int n, const T* v_head,
 
 // The keys [j0, j0 + n) of chunk c for query i (n <= 0: none).
 __device__ __forceinline__ int chunk_keys(const AttnShape& s, const SplitOut& so, int64_t c,
-                                          int64_t i, int64_t* j0) {
-  int64_t end = s.lk;
-  if (s.causal) {
-    const int64_t last = i + (s.lk - s.lq);
-    end = last < 0 ? 0 : (last + 1 < s.lk ? last + 1 : s.lk);
-  }
+                                          int64_t b, int64_t i, int64_t* j0) {
+  const int64_t end = visible_keys(s, b, i);
   *j0 = c * so.chunk;
   const int64_t n = end - *j0;
   return int(n < so.chunk ? (n < 0 ? 0 : n) : so.chunk);
@@ -392,7 +403,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   const auto zeros = [](int64_t) { return 0.0f; };
 
   int64_t j0 = 0;
-  const int n = chunk_keys(s, so, c, i, &j0);
+  const int n = chunk_keys(s, so, c, b, i, &j0);
   if (n == 0) {
     if (s.kv_static) wait_for_inputs();
     allow_dependents();
@@ -468,7 +479,7 @@ __global__ void __launch_bounds__(kThreadsSplit)
   const auto zeros = [](int64_t) { return 0.0f; };
 
   int64_t j0 = 0;
-  const int n = chunk_keys(s, so, c, i, &j0);
+  const int n = chunk_keys(s, so, c, b, i, &j0);
   if (n == 0) {
     if (early) wait_for_inputs();
     allow_dependents();
@@ -675,6 +686,7 @@ AttnShape base_shape(int64_t heads, int64_t lq, int64_t lk, int64_t d, int64_t d
   s.kv_static = opt.kv_static;
   s.static_keys = opt.static_keys;
   s.key_mask = opt.key_mask ? opt.key_mask->data<int8_t>() : nullptr;
+  s.key_len = opt.key_len ? opt.key_len->data<int32_t>() : nullptr;
   return s;
 }
 

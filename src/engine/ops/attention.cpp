@@ -11,8 +11,12 @@ namespace parley {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                const AttentionOptions& opt) {
   constexpr std::string_view op = "attention";
-  const Device dev = detail::check_args(
-      op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"key_mask", opt.key_mask}});
+  const Device dev = detail::check_args(op, {{"q", &q},
+                                             {"k", &k},
+                                             {"v", &v},
+                                             {"out", &out},
+                                             {"key_mask", opt.key_mask},
+                                             {"key_len", opt.key_len}});
   detail::check_float(op, "q", q);
   for (const detail::Arg& a : {detail::Arg{"k", &k}, {"v", &v}, {"out", &out}})
     detail::require(a.t->dtype() == q.dtype(), op, [&] {
@@ -36,6 +40,10 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
     detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
     detail::check_shape(op, "key_mask", *opt.key_mask, Shape{b, lk});
   }
+  if (opt.key_len) {
+    detail::check_dtype(op, "key_len", *opt.key_len, DType::i32);
+    detail::check_shape(op, "key_len", *opt.key_len, Shape{b});
+  }
   if (dev == Device::cuda)
     cuda::attention(q, k, v, out, opt);
   else
@@ -58,6 +66,7 @@ void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, 
              ": dtypes differ";
     });
   detail::require(opt.key_mask == nullptr, op, "key_mask is not supported");
+  detail::require(opt.key_len == nullptr, op, "key_len is not supported");
   detail::require(out.ndim() == 3 && n_head > 0 && out.dim(2) % n_head == 0, op, [&] {
     return detail::arg_str("out", out) +
            ": expected [B, Lq, H * D] with H = " + std::to_string(n_head);
@@ -121,6 +130,7 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
   });
   const int64_t b = qkv.dim(0), l = qkv.dim(1), hd = qkv.dim(2) / 3, d = hd / n_head;
   detail::check_shape(op, "out", out, Shape{b, l, hd});
+  detail::require(opt.key_len == nullptr, op, "key_len is not supported");
   if (opt.key_mask) {
     detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
     detail::check_shape(op, "key_mask", *opt.key_mask, Shape{b, l});

@@ -2,7 +2,10 @@
 //   out[b,h] = softmax(scale * q[b,h] @ k[b,h]^T + mask) @ v[b,h]
 //   q [B, H, Lq, D], k [B, H, Lk, D], v [B, H, Lk, Dv], out [B, H, Lq, Dv]
 //   causal: query i sees keys j <= i + (Lk - Lq) (a decoder step over a KV cache of Lk);
-//   key_mask (optional): i8 [B, Lk], 0 = padding (never attended), nonzero = valid.
+//   key_mask (optional): i8 [B, Lk], 0 = padding (never attended), nonzero = valid;
+//   key_len (optional): i32 [B], batch b attends to keys [0, key_len[b]) only (values
+//   clamped to [0, Lk]); the keys past it are never read (a batch of windows of different
+//   lengths in caches of one capacity).
 // A query row with no visible key gives zeros. dtypes: q, k, v, out the same float
 // dtype; scores and softmax in f32.
 #pragma once
@@ -15,7 +18,8 @@ struct AttentionOptions {
   float scale = 0.0f;  // 0 means 1 / sqrt(D)
   bool causal = false;
   const Tensor* key_mask = nullptr;  // i8 [B, Lk]
-  // The caller's promise that k and v (and their batch_index) are written by no kernel
+  const Tensor* key_len = nullptr;   // i32 [B]; attention() only
+  // The caller's promise that k and v (and their batch_index and key_len) are written by no kernel
   // queued since the last point at which stream work was complete, i.e. by none that can
   // still run while this call's kernels start (cross-attention over the audio K/V that
   // encode() wrote before the decoder step; never a KV cache the step itself appends to).
