@@ -319,13 +319,11 @@ ENGINE_COUNTERS = ["windows", "fitted_windows", "batch_encodes", "batch_steps",
 
 def engine_counters(server):
     """The Whisper engine's counters from /metrics (parley_whisper_<name>_total)."""
-    try:
-        status, body = server.request("GET", "/metrics", timeout=30)[:2]
-    except Exception:
-        return {}
-    text = body.decode() if isinstance(body, bytes) else str(body)
+    status, body = server.request("GET", "/metrics", timeout=30)
+    if status != 200:
+        raise RuntimeError(f"GET /metrics answered {status}")
     out = {}
-    for line in text.splitlines():
+    for line in body.decode().splitlines():
         for name in ENGINE_COUNTERS:
             if line.startswith(f"parley_whisper_{name}_total "):
                 out[name] = float(line.split()[1])
@@ -359,7 +357,7 @@ def realtime(server, args, pcm16, clips):
                 gaps += [1000 * (b - a) for a, b in zip(d, d[1:])]
         items = sum(len(r["items"]) for r in results)
         after = engine_counters(server)
-        engine = {k: after[k] - before.get(k, 0) for k in after}
+        engine = {k: after[k] - before[k] for k in after}
         print(json.dumps({
             "bench": "realtime", "streams": n, "seconds": round(seconds, 1), "speed": args.speed,
             "turns": "manual" if args.manual else "server_vad", "wall_s": round(wall, 1),

@@ -273,10 +273,9 @@ void LlmModel::forward_decode_graph(int64_t n_rows, const Tensor& ids, const Ten
   // the block tables are data (each token names its table's offset), so their total length may
   // change between replays within the buffer's capacity.
   int64_t n_blocks = 0, max_splits = 1;
-  const int64_t chunk = paged_split_keys();
   for (const PagedRow& r : s.paged) {
     n_blocks += int64_t(r.block_table.size());
-    max_splits = std::max(max_splits, (r.start_pos + chunk) / chunk);
+    max_splits = std::max(max_splits, paged_splits(r.start_pos));
   }
   const int64_t fixed = 7 * b + 2, need = fixed + n_blocks;
   auto grow = [&](Tensor& buf, const Shape& shape, DType dtype) {

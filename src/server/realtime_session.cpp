@@ -533,6 +533,7 @@ void RealtimeSession::commit_range(int64_t begin, int64_t end) {
   item.sent = pending_sent_;
   item.seconds = double(end - begin) / kRate;
   item.job = make_job(begin, end);
+  item.job->options.fit_audio_ctx = ctx_.service.options().live_fit_audio_ctx;
   pending_item_.clear();
   pending_sent_.clear();
   last_hypothesis_.clear();
@@ -588,7 +589,6 @@ std::shared_ptr<TranscriptionJob> RealtimeSession::make_job(int64_t begin, int64
   r.prompt = config_.prompt;
   r.logprobs = config_.logprobs;
   job->options = transcribe_options(r);
-  job->options.fit_audio_ctx = ctx_.service.options().live_fit_audio_ctx;
   // Server VAD already found speech in it; a manual commit goes through the server's gate.
   if (config_.server_vad) job->vad = false;
   return job;
@@ -610,10 +610,9 @@ void RealtimeSession::maybe_interim() {
   // token budget by the audio's length.
   job->options.temperatures = {0.0f};
   job->options.sample_len = interim_token_budget(end - begin);
-  // The whole 30 s context for the partial turn: cut off mid-word and fitted, jfk.wav's
+  // No fit_audio_ctx (the committed turn's only): cut off mid-word and fitted, jfk.wav's
   // "What your coun..." came out "What you are" in two passes running, so the interim text
   // agreed on words the committed turn did not say (tests/server/test_realtime.py).
-  job->options.fit_audio_ctx = false;
   job->vad = false;
   const uint64_t serial = ++interim_serial_;
   const std::string id = pending_item_;

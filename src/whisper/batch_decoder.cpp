@@ -69,8 +69,8 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
   const WhisperConfig& c = model_->config();
   const WhisperWeights& w = model_->weights();
   check_slot(slot, "prefill");
-  check_arg(encoded_[size_t(slot)], "[whisper] batch prefill: slot " + std::to_string(slot) +
-                                        " has no audio; encode first");
+  check_arg(audio_ctx(slot) > 0, "[whisper] batch prefill: slot " + std::to_string(slot) +
+                                     " has no audio; encode first");
   const int64_t t = int64_t(tokens.size()), d = c.n_text_state, offset = n_cached_[size_t(slot)];
   const int64_t h = c.n_text_head, dh = d / h, total = offset + t;
   check_arg(t > 0, "[whisper] batch prefill: no tokens");
@@ -211,7 +211,7 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
   check_token_ids(tokens, c.n_vocab, "[whisper] batch prefill");
   for (int32_t s : slots) {
     check_slot(s, "prefill");
-    check_arg(encoded_[size_t(s)],
+    check_arg(audio_ctx(s) > 0,
               "[whisper] batch prefill: slot " + std::to_string(s) + " has no audio; encode first");
     check_arg(n_cached_[size_t(s)] == 0, "[whisper] batch prefill: slot " + std::to_string(s) +
                                              " has cached tokens; prefill_batch takes fresh slots");
@@ -307,7 +307,7 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
   positions_.clear();
   for (int32_t s : slots) {
     check_slot(s, "step");
-    check_arg(encoded_[size_t(s)],
+    check_arg(audio_ctx(s) > 0,
               "[whisper] batch step: slot " + std::to_string(s) + " has no audio; encode first");
     check_arg(n_cached_[size_t(s)] < c.n_text_ctx,
               "[whisper] batch step: slot " + std::to_string(s) + ": the text context of " +

@@ -39,8 +39,6 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   audio_len_host_ = Tensor::zeros({s}, DType::i32);
   audio_len_dev_ = dev == Device::cpu ? audio_len_host_ : Tensor::zeros({s}, DType::i32, dev);
   n_cached_.assign(size_t(n_slots), 0);
-  audio_ctx_.assign(size_t(n_slots), 0);
-  encoded_.assign(size_t(n_slots), 0);
   positions_.reserve(size_t(n_slots));
   kv_rows_.reserve(size_t(n_slots) * size_t(c.n_text_head));
   runs_.reserve(size_t(n_slots));
@@ -59,14 +57,13 @@ int WhisperBatchSession::n_cached(int slot) const {
 
 int WhisperBatchSession::audio_ctx(int slot) const {
   check_slot(slot, "audio_ctx");
-  return audio_ctx_[size_t(slot)];
+  return audio_len_host_.data<int32_t>()[slot];
 }
 
 const Tensor* WhisperBatchSession::audio_lens(int64_t s0, int64_t s1, Tensor& view) const {
-  const int full = model_->config().n_audio_ctx;
-  if (std::all_of(audio_ctx_.begin() + s0, audio_ctx_.begin() + s1,
-                  [full](int n) { return n == full; }))
-    return nullptr;
+  const int32_t full = model_->config().n_audio_ctx;
+  const int32_t* lens = audio_len_host_.data<int32_t>();
+  if (std::all_of(lens + s0, lens + s1, [full](int32_t n) { return n == full; })) return nullptr;
   view = audio_len_dev_.slice0(s0, s1);
   return &view;
 }
@@ -162,8 +159,6 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
   }
   for (int32_t s : slots) {
     reset(s);
-    encoded_[size_t(s)] = 1;
-    audio_ctx_[size_t(s)] = int(n_ctx);
     audio_len_host_.data<int32_t>()[s] = int32_t(n_ctx);
   }
   if (audio_len_dev_.raw() != audio_len_host_.raw()) audio_len_dev_.copy_from(audio_len_host_);

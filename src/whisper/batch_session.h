@@ -121,11 +121,9 @@ class WhisperBatchSession {
   std::vector<LayerCache> cache_;
   Tensor mask_host_;       // i8 [S, n_text_ctx]
   Tensor mask_dev_;        // the same on the model's device (== mask_host_ on the CPU)
-  Tensor audio_len_host_;  // i32 [S]
+  Tensor audio_len_host_;  // i32 [S]; 0: the slot has no audio yet (never encoded)
   Tensor audio_len_dev_;   // the same on the model's device (== audio_len_host_ on the CPU)
   std::vector<int> n_cached_;
-  std::vector<int> audio_ctx_;  // per slot: positions encoded (0: none yet)
-  std::vector<char> encoded_;
   // Per-step scratch, reused (no growth in the step loop).
   std::vector<int32_t> positions_;
   std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)

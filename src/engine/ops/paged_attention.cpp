@@ -130,7 +130,6 @@ void make_paged_tables(std::span<const PagedRow> rows, Pool& host, Pool& device,
   Tensor til = host.alloc({std::max<int64_t>(n_tiles, 1), 2}, DType::i32);
   int32_t* pl = til.data<int32_t>();
   int64_t off = 0, split = 0, max_splits = 1;
-  const int64_t chunk = paged_split_keys();
   for (const PagedRow& r : rows) {
     const bool splits = r.n_tokens <= kPagedSplitRowTokens;
     for (int64_t j = 0; !splits && j < r.n_tokens; j += kPagedFlashTile, pl += 2) {
@@ -142,7 +141,7 @@ void make_paged_tables(std::span<const PagedRow> rows, Pool& host, Pool& device,
       pt[0] = int32_t(pos);
       pt[1] = int32_t(off);
       pt[2] = splits ? int32_t(split++) : -1;
-      if (splits) max_splits = std::max(max_splits, (pos + chunk) / chunk);
+      if (splits) max_splits = std::max(max_splits, paged_splits(pos));
     }
     std::copy(r.block_table.begin(), r.block_table.end(), pb + off);
     off += int64_t(r.block_table.size());

@@ -47,6 +47,8 @@ constexpr int64_t kPagedSplitKeys = 128;
 // The key chunk of a split token on CUDA: kPagedSplitKeys, or PARLEY_PAGED_SPLIT_KEYS (a
 // multiple of 32, read once) to compare chunk sizes. PagedTables::max_splits counts in it.
 int64_t paged_split_keys();
+// The chunks a split token at `pos` (keys [0, pos]) needs: (pos + 1) / chunk, rounded up.
+inline int64_t paged_splits(int64_t pos) { return (pos + paged_split_keys()) / paged_split_keys(); }
 constexpr int64_t kPagedSplitRowTokens = 16;
 constexpr int64_t kPagedFlashTile = 64;  // query tokens of a long row per tensor-core block
 
