@@ -2,11 +2,11 @@
 # Runs every test: the format check, the CTest suites (unit, ops, io, cli) of build/, and
 # a short run of every libFuzzer target under AddressSanitizer (build-fuzz/, clang).
 #   PARLEY_BUILD=DIR        the build folder scripts/setup.sh made (default build)
-#   PARLEY_FUZZ_SECONDS=N   seconds per fuzz target (default 20; 0 skips fuzzing)
+#   PARLEY_FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${PARLEY_BUILD:-build}"
-fuzz_seconds="${PARLEY_FUZZ_SECONDS:-20}"
+fuzz_seconds="${PARLEY_FUZZ_SECONDS:-10}"
 
 scripts/format.sh --check
 cmake --build "$build"
