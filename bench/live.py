@@ -314,7 +314,8 @@ def run_streams(args):
 
 
 ENGINE_COUNTERS = ["windows", "fitted_windows", "batch_encodes", "batch_steps",
-                   "background_yielded", "encoder_runs", "decoder_runs"]
+                   "background_yielded", "encoder_runs", "decoder_runs", "encode_seconds",
+                   "decode_seconds", "fallback_seconds", "start_seconds"]
 
 
 def engine_counters(server):

@@ -179,6 +179,16 @@ std::string Metrics::render(const ServiceStats& s) const {
   scalar(o, "parley_whisper_batch_steps_total", "counter",
          "Decoder steps of the engine's batch (one token for every window in it).",
          s.decoder_steps);
+  scalar(o, "parley_whisper_encode_seconds_total", "counter",
+         "Engine wall seconds in the batch's encoder calls.", s.encode_seconds);
+  scalar(o, "parley_whisper_decode_seconds_total", "counter",
+         "Engine wall seconds in the batch's prefills and decoder steps.", s.decode_seconds);
+  scalar(o, "parley_whisper_fallback_seconds_total", "counter",
+         "Engine wall seconds re-decoding windows alone (temperature fallback).",
+         s.fallback_seconds);
+  scalar(o, "parley_whisper_start_seconds_total", "counter",
+         "Engine wall seconds taking requests in (audio decoding, VAD gate, log-mel).",
+         s.start_seconds);
   scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
          resident_memory_bytes());
   return o.str();

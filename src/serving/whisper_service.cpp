@@ -115,6 +115,10 @@ ServiceStats WhisperService::stats() const {
     s.fitted_windows = fitted_windows_;
     s.encoder_batches = encoder_batches_;
     s.decoder_steps = decoder_steps_;
+    s.encode_seconds = encode_seconds_;
+    s.decode_seconds = decode_seconds_;
+    s.fallback_seconds = fallback_seconds_;
+    s.start_seconds = start_seconds_;
   }
   std::lock_guard lock(model_mu_);
   s.model_loaded = resident_ != nullptr || !shared_.expired();
@@ -231,7 +235,10 @@ void WhisperService::start(std::shared_ptr<TranscriptionJob> job, Engine& engine
     release_if_idle(engine);
   }
   std::lock_guard lock(mu_);
-  compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compute_seconds_ += seconds;
+  start_seconds_ += seconds;
 }
 
 void WhisperService::iterate(Engine& engine) {
@@ -255,6 +262,9 @@ void WhisperService::iterate(Engine& engine) {
     encoder_batches_ += uint64_t(st.batches - engine.counted.batches);
     fitted_windows_ += uint64_t(st.fitted - engine.counted.fitted);
     decoder_steps_ += uint64_t(st.steps - engine.counted.steps);
+    encode_seconds_ += (st.encode_ms - engine.counted.encode_ms) / 1000.0;
+    decode_seconds_ += (st.decode_ms - engine.counted.decode_ms) / 1000.0;
+    fallback_seconds_ += (st.fallback_ms - engine.counted.fallback_ms) / 1000.0;
   }
   engine.counted = st;
   std::vector<std::pair<Engine::Running, BatchTranscriber::Finished>> ended;

@@ -107,6 +107,11 @@ struct ServiceStats {
   uint64_t fitted_windows = 0;   // of those, encoded over a fitted context (--live-audio-ctx)
   uint64_t encoder_batches = 0;  // its encoder calls (windows / encoder_batches: sharing)
   uint64_t decoder_steps = 0;    // its decoder steps
+  // Where the engine thread's time went (wall seconds; CUDA work waited for):
+  double encode_seconds = 0;    // the batch's encoder calls
+  double decode_seconds = 0;    // its prefills and decoder steps, the token choice included
+  double fallback_seconds = 0;  // windows re-decoded alone (fallback ladder, solo windows)
+  double start_seconds = 0;     // taking jobs in: audio decoding, the VAD gate, the log-mel, loads
   bool model_loaded = false;
   uint64_t vad_skipped = 0;         // requests the gate answered without running Whisper
   uint64_t background_yielded = 0;  // background jobs cancelled to free a slot for another
@@ -157,6 +162,7 @@ class WhisperService {
   uint64_t vad_skipped_ = 0;
   uint64_t background_yielded_ = 0;  // background jobs cancelled for a waiting job
   uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0, fitted_windows_ = 0;
+  double encode_seconds_ = 0, decode_seconds_ = 0, fallback_seconds_ = 0, start_seconds_ = 0;
   std::thread engine_;
 
   mutable std::mutex model_mu_;

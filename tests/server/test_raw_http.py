@@ -214,6 +214,12 @@ def test_metrics(server):
     assert m["parley_queue_depth"] == 0
     assert m["parley_model_loaded"] == 1
     assert m["process_resident_memory_bytes"] > 50 << 20
+    # Where the engine's time went: every part is counted, and they add up to no more than
+    # the engine's whole compute time (/metrics prints 6 significant digits).
+    parts = [m[f"parley_whisper_{k}_seconds_total"] for k in ("encode", "decode", "start")]
+    assert all(p > 0 for p in parts), parts
+    assert sum(parts) + m["parley_whisper_fallback_seconds_total"] <= \
+        m["parley_compute_seconds_total"] * 1.0001 + 1e-3
 
 
 def test_queue_full_429(make_server):
