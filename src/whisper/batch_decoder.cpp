@@ -20,6 +20,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/ops/scatter_rows.h"
 #include "engine/ops/transpose.h"
+#include "engine/step_graphs.h"
 #include "whisper/batch_session.h"
 #include "whisper/encoder.h"
 #include "whisper/logit_filters.h"
@@ -137,20 +138,9 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
     }
     mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
   }
-  std::memset(mask_host_.data<int8_t>() + int64_t(slot) * c.n_text_ctx + offset, 1, size_t(t));
   n_cached_[size_t(slot)] = int(total);
   const Tensor out = selected_rows(pool_, host_pool_, x, 1, t, rows, dev);
   return host_logits(host_pool_, final_logits(pool_, out, w, c.n_vocab));
-}
-
-void WhisperBatchSession::find_runs(std::span<const int32_t> slots) {
-  runs_.clear();
-  for (size_t r = 0; r < slots.size(); ++r) {
-    if (r > 0 && slots[r] == slots[r - 1] + 1)
-      runs_.back().second = int64_t(r) + 1;
-    else
-      runs_.emplace_back(int64_t(r), int64_t(r) + 1);
-  }
 }
 
 Tensor WhisperBatchSession::prefill_batch(std::span<const int32_t> slots,
@@ -218,9 +208,13 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
     check_arg(std::count(slots.begin(), slots.end(), s) == 1,
               "[whisper] batch prefill: slot " + std::to_string(s) + " listed twice");
   }
-  find_runs(slots);
   const DType dt = model_->dtype();
   const Device dev = model_->device();
+  // Each sequence's slot and audio length, for the cross-attention's batch_index and key_len.
+  step_ids_.assign(slots.begin(), slots.end());
+  for (int32_t s : slots) step_ids_.push_back(audio_len_host_.data<int32_t>()[s]);
+  const Tensor slot_ids = ids_on_device(pool_, host_pool_, step_ids_, dev);
+  const Tensor slot_index = slot_ids.slice0(0, n), audio_len = slot_ids.slice0(n, 2 * n);
 
   // [n, T] tokens, each sequence padded with its own last token.
   std::vector<int32_t> padded(static_cast<size_t>(n * t));
@@ -268,14 +262,10 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
       permute(q_tok.reshape({n, t, h, dh}), {0, 2, 1, 3}, q);
       const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
       Tensor attn = pool_.alloc({n, h, t, dh}, dt);
-      for (const auto& [begin, end] : runs_) {
-        const int64_t s0 = slots[size_t(begin)], len = end - begin;
-        Tensor out = attn.slice0(begin, end), lens_view;
-        AttentionOptions opt;
-        opt.key_len = audio_lens(s0, s0 + len, lens_view);  // short windows'
-        attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
-                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out, opt);
-      }
+      AttentionOptions opt;
+      opt.batch_index = &slot_index;
+      opt.key_len = &audio_len;  // short windows' keys end early
+      attention(q, kv.slice0(0, n_slots_), kv.slice0(n_slots_, 2 * n_slots_), attn, opt);
       Tensor merged = pool_.alloc({n * t, d}, dt);
       Tensor merged_4d = merged.reshape({n, t, h, dh});
       permute(attn, {0, 2, 1, 3}, merged_4d);
@@ -283,11 +273,7 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
     }
     mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t s = slots[size_t(i)], len = lengths[size_t(i)];
-    std::memset(mask_host_.data<int8_t>() + int64_t(s) * n_ctx, 1, size_t(len));
-    n_cached_[size_t(s)] = len;
-  }
+  for (int64_t i = 0; i < n; ++i) n_cached_[size_t(slots[size_t(i)])] = lengths[size_t(i)];
   const Tensor out = selected_rows(pool_, host_pool_, x, n, t, rows, dev);
   return host_logits(host_pool_, final_logits(pool_, out, w, c.n_vocab));
 }
@@ -297,14 +283,12 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
   using namespace whisper;
   g_decoder_runs.fetch_add(1, std::memory_order_relaxed);
   const WhisperConfig& c = model_->config();
-  const WhisperWeights& w = model_->weights();
-  const int64_t n = int64_t(slots.size()), d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  const int64_t n = int64_t(slots.size()), h = c.n_text_head;
   check_arg(n >= 1, "[whisper] batch step: no slots");
   check_arg(tokens.size() == slots.size(),
             "[whisper] batch step: " + std::to_string(tokens.size()) + " tokens for " +
                 std::to_string(n) + " slots");
   check_token_ids(tokens, c.n_vocab, "[whisper] batch step");
-  positions_.clear();
   for (int32_t s : slots) {
     check_slot(s, "step");
     check_arg(audio_ctx(s) > 0,
@@ -314,38 +298,65 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
                   std::to_string(c.n_text_ctx) + " is full");
     check_arg(std::count(slots.begin(), slots.end(), s) == 1,
               "[whisper] batch step: slot " + std::to_string(s) + " listed twice");
-    positions_.push_back(n_cached_[size_t(s)]);
   }
-  find_runs(slots);  // runs of consecutive ascending slots share one attention call
-  const DType dt = model_->dtype();
   const Device dev = model_->device();
-  const int64_t n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+  const int64_t n_ctx = c.n_text_ctx;
 
-  // This step's positions join the mask before the layers read it.
-  for (int64_t r = 0; r < n; ++r)
-    mask_host_.data<int8_t>()[int64_t(slots[size_t(r)]) * n_ctx + positions_[size_t(r)]] = 1;
-  sync_mask();
-
-  const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
-  const Tensor pos_ids = ids_on_device(pool_, host_pool_, positions_, dev);
-  kv_rows_.clear();
-  for (int64_t r = 0; r < n; ++r) {
+  // The step's integer inputs in one upload: each row's token, position (its slot's cached
+  // tokens), slot, keys to attend (the cached ones and its own), audio length, and the cache
+  // rows its K/V go to (slot * H + head) * n_ctx + position.
+  step_ids_.assign(tokens.begin(), tokens.end());
+  for (int32_t s : slots) step_ids_.push_back(n_cached_[size_t(s)]);
+  step_ids_.insert(step_ids_.end(), slots.begin(), slots.end());
+  for (int32_t s : slots) step_ids_.push_back(n_cached_[size_t(s)] + 1);
+  for (int32_t s : slots) step_ids_.push_back(audio_len_host_.data<int32_t>()[s]);
+  for (int32_t s : slots)
     for (int64_t j = 0; j < h; ++j)
-      kv_rows_.push_back(int32_t((slots[size_t(r)] * h + j) * n_ctx + positions_[size_t(r)]));
+      step_ids_.push_back(int32_t((s * h + j) * n_ctx + n_cached_[size_t(s)]));
+  Tensor logits;
+  if (dev == Device::cuda && StepGraphs::enabled()) {
+    // Replayed as a CUDA graph per row count: the inputs go to a buffer that never moves,
+    // the logits come out in another, and the body's intermediates come from a pool that
+    // nothing outside the body allocates from.
+    Tensor staged = host_pool_.alloc({int64_t(step_ids_.size())}, DType::i32);
+    std::memcpy(staged.raw(), step_ids_.data(), step_ids_.size() * sizeof(int32_t));
+    const Tensor inputs = graph_input_.slice0(0, staged.numel());
+    Tensor(inputs).copy_from(staged);
+    logits = graph_logits_.slice0(0, n);
+    graphs_.run({n, 0, 0}, [&] { step_body(n, inputs, graph_pool_, logits); });
+  } else {
+    const Tensor inputs = ids_on_device(pool_, host_pool_, step_ids_, dev);
+    logits = pool_.alloc({n, c.n_vocab}, DType::f32);
+    step_body(n, inputs, pool_, logits);
   }
-  const Tensor kv_ids = ids_on_device(pool_, host_pool_, kv_rows_, dev);
-  Tensor pos = pool_.alloc({n, d}, dt);  // row r: its slot's next position
+  for (int32_t s : slots) ++n_cached_[size_t(s)];
+  return logits;
+}
+
+void WhisperBatchSession::step_body(int64_t n, const Tensor& step_ids, Pool& pool, Tensor& logits) {
+  using namespace whisper;
+  const WhisperConfig& c = model_->config();
+  const WhisperWeights& w = model_->weights();
+  const int64_t d = c.n_text_state, h = c.n_text_head, dh = d / h;
+  const int64_t n_ctx = c.n_text_ctx, n_audio = c.n_audio_ctx;
+  const DType dt = model_->dtype();
+  const auto part = [&](int64_t i, int64_t len = 1) {
+    return step_ids.slice0(i * n, (i + len) * n);
+  };
+  const Tensor ids = part(0), pos_ids = part(1), slot_index = part(2), self_len = part(3),
+               audio_len = part(4), kv_ids = part(5, h);
+  Tensor pos = pool.alloc({n, d}, dt);  // row r: its slot's next position
   embedding(w.decoder_positions, pos_ids, pos);
-  Tensor x = pool_.alloc({n, d}, dt);  // [n, d]
+  Tensor x = pool.alloc({n, d}, dt);  // [n, d]
   embedding(w.token_embedding, ids, x, &pos);
 
   for (size_t i = 0; i < cache_.size(); ++i) {
     const DecoderLayerWeights& l = w.decoder_layers[i];
     LayerCache& lc = cache_[i];
-    {  // self-attention, row r over its slot's positions [0, positions_[r]]
-      const Tensor attn_in = layer_norm(pool_, x, l.self_ln);  // [n, d]
-      const Tensor qkv = linear(pool_, attn_in, l.self_qkv);   // [n, 3d]
-      Tensor parts = pool_.alloc({3, n, h, dh}, dt);           // q, k, v
+    {  // self-attention, each row over its slot's cached positions and its own
+      const Tensor attn_in = layer_norm(pool, x, l.self_ln);  // [n, d]
+      const Tensor qkv = linear(pool, attn_in, l.self_qkv);   // [n, 3d]
+      Tensor parts = pool.alloc({3, n, h, dh}, dt);           // q, k, v
       permute(qkv.reshape({n, 3, h, dh}), {1, 0, 2, 3}, parts);
       // Row r's K/V of head j go to row (slot * H + j) * n_ctx + position of the cache.
       Tensor k_rows = lc.self_k.reshape({int64_t(n_slots_) * h * n_ctx, dh});
@@ -353,39 +364,29 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
       scatter_rows(parts.slice0(1, 2).reshape({n * h, dh}), kv_ids, k_rows);
       scatter_rows(parts.slice0(2, 3).reshape({n * h, dh}), kv_ids, v_rows);
       const Tensor q = parts.slice0(0, 1).reshape({n, h, 1, dh});
-      Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
-      for (const auto& [begin, end] : runs_) {
-        const int64_t s0 = slots[size_t(begin)], s1 = s0 + (end - begin);
-        const Tensor mask = mask_dev_.slice0(s0, s1);  // [len, n_ctx]
-        AttentionOptions opt;
-        opt.key_mask = &mask;
-        Tensor out = attn.slice0(begin, end);
-        attention(q.slice0(begin, end), lc.self_k.slice0(s0, s1), lc.self_v.slice0(s0, s1), out,
-                  opt);
-      }
+      Tensor attn = pool.alloc({n, h, 1, dh}, dt);
+      AttentionOptions opt;  // row r over its slot's keys [0, position]
+      opt.batch_index = &slot_index;
+      opt.key_len = &self_len;
+      attention(q, lc.self_k, lc.self_v, attn, opt);
       linear_residual(attn.reshape({n, d}), l.self_out, x);  // [n, H, 1, dh] is [n, d]
     }
     {  // cross-attention, row r over its slot's audio
-      const Tensor attn_in = layer_norm(pool_, x, l.cross_ln);  // [n, d]
-      const Tensor q_tok = linear(pool_, attn_in, l.cross_q);   // [n, d]
+      const Tensor attn_in = layer_norm(pool, x, l.cross_ln);  // [n, d]
+      const Tensor q_tok = linear(pool, attn_in, l.cross_q);   // [n, d]
       const Tensor q = q_tok.reshape({n, h, 1, dh});
       const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
-      Tensor attn = pool_.alloc({n, h, 1, dh}, dt);
+      Tensor attn = pool.alloc({n, h, 1, dh}, dt);
       AttentionOptions opt;
       opt.kv_static = true;  // a slot's audio K/V are written when it is admitted, not here
-      for (const auto& [begin, end] : runs_) {
-        const int64_t s0 = slots[size_t(begin)], len = end - begin;
-        Tensor out = attn.slice0(begin, end), lens_view;
-        opt.key_len = audio_lens(s0, s0 + len, lens_view);  // short windows'
-        attention(q.slice0(begin, end), kv.slice0(s0, s0 + len),
-                  kv.slice0(n_slots_ + s0, n_slots_ + s0 + len), out, opt);
-      }
+      opt.batch_index = &slot_index;
+      opt.key_len = &audio_len;  // short windows' keys end early
+      attention(q, kv.slice0(0, n_slots_), kv.slice0(n_slots_, 2 * n_slots_), attn, opt);
       linear_residual(attn.reshape({n, d}), l.cross_out, x);
     }
-    mlp_block(pool_, x, l.mlp_ln, l.fc1, l.fc2);
+    mlp_block(pool, x, l.mlp_ln, l.fc1, l.fc2);
   }
-  for (int32_t s : slots) ++n_cached_[size_t(s)];
-  return final_logits(pool_, x, w, c.n_vocab);
+  final_logits(pool, x, w, logits);
 }
 
 Tensor WhisperBatchSession::step(std::span<const int32_t> slots, std::span<const int32_t> tokens) {

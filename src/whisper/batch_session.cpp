@@ -17,7 +17,8 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
     : model_(std::move(model)),
       n_slots_(n_slots),
       pool_(model_ ? model_->device() : Device::cpu),
-      host_pool_(Device::cpu) {
+      host_pool_(Device::cpu),
+      graph_pool_(model_ ? model_->device() : Device::cpu) {
   check_arg(model_ != nullptr, "[whisper] batch session: null model");
   check_arg(n_slots >= 1,
             "[whisper] batch session: n_slots must be >= 1, got " + std::to_string(n_slots));
@@ -25,23 +26,23 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
   const int64_t s = n_slots, h = c.n_text_head, dh = c.n_text_state / h;
   const Device dev = model_->device();
   const DType dt = model_->dtype();
-  // The self-attention caches are zeroed, so the positions key_mask leaves out always hold
-  // finite values (a kernel that weighs them by 0 then adds 0). A slot's cross K/V is written
-  // by encode before anything reads it.
+  // The self-attention caches are zeroed, so positions past a slot's cached ones hold finite
+  // values (a ragged prefill's padding lands there; no step reads past its key_len). A
+  // slot's cross K/V is written by encode before anything reads it.
   cache_.resize(size_t(c.n_text_layer));
   for (LayerCache& l : cache_) {
     l.self_k = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
   }
-  mask_host_ = Tensor::zeros({s, c.n_text_ctx}, DType::i8);
-  mask_dev_ = dev == Device::cpu ? mask_host_ : Tensor::zeros({s, c.n_text_ctx}, DType::i8, dev);
   audio_len_host_ = Tensor::zeros({s}, DType::i32);
   audio_len_dev_ = dev == Device::cpu ? audio_len_host_ : Tensor::zeros({s}, DType::i32, dev);
   n_cached_.assign(size_t(n_slots), 0);
-  positions_.reserve(size_t(n_slots));
-  kv_rows_.reserve(size_t(n_slots) * size_t(c.n_text_head));
-  runs_.reserve(size_t(n_slots));
+  step_ids_.reserve(size_t(n_slots) * size_t(5 + c.n_text_head));
+  if (dev == Device::cuda) {
+    graph_input_ = Tensor::zeros({s * (5 + h)}, DType::i32, dev);
+    graph_logits_ = Tensor::empty({s, c.n_vocab}, DType::f32, dev);
+  }
 }
 
 void WhisperBatchSession::check_slot(int slot, const char* where) const {
@@ -70,13 +71,7 @@ const Tensor* WhisperBatchSession::audio_lens(int64_t s0, int64_t s1, Tensor& vi
 
 void WhisperBatchSession::reset(int slot) {
   check_slot(slot, "reset");
-  const int64_t n_ctx = mask_host_.dim(1);
-  std::memset(mask_host_.data<int8_t>() + slot * n_ctx, 0, size_t(n_ctx));
   n_cached_[size_t(slot)] = 0;
-}
-
-void WhisperBatchSession::sync_mask() {
-  if (mask_dev_.raw() != mask_host_.raw()) mask_dev_.copy_from(mask_host_);
 }
 
 void WhisperBatchSession::write_positions(Tensor& cache, int slot, int64_t pos,

@@ -9,14 +9,13 @@
 //   self_k, self_v [S, H, n_text_ctx, d_head]  head-major, so a step attends over a run of
 //                                              consecutive slots with no copy of the cache;
 //   cross_kv       [2, S, H, n_audio_ctx, d_head]
-//   key_mask       i8 [S, n_text_ctx]: 1 where a slot's position is cached;
 //   audio_len      i32 [S]: the audio positions a slot's window encoded (n_audio_ctx, or
 //                  the first N of a short window: encode's n_ctx).
-// A cross-attention run with a short window in it passes audio_len as its key_len, so each
-// slot attends to its own N keys, and the positions past them are never read.
-// A step's self-attention runs over all n_text_ctx positions of each slot with key_mask
-// leaving out the ones not cached (the CPU op then gives exactly what an attention over the
-// cached prefix gives); slots listed in consecutive ascending runs share one attention call.
+// A step runs each of its attentions as one call over every listed slot, in any order
+// (AttentionOptions::batch_index: row r reads its slot's caches): the self-attention's
+// key_len is the row's cached positions and its own (a slot's cached tokens are always a
+// prefix), the cross-attention's the slot's audio_len, so a short window's keys past N
+// are never read.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "engine/pool.h"
+#include "engine/step_graphs.h"
 #include "engine/tensor.h"
 
 namespace parley {
@@ -103,32 +103,36 @@ class WhisperBatchSession {
     Tensor cross_kv;  // [2, S, H, n_audio_ctx, d_head]
   };
   void check_slot(int slot, const char* where) const;
-  // runs_ of `slots`: [begin, end) index ranges of consecutive ascending slot ids.
-  void find_runs(std::span<const int32_t> slots);
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
-  void sync_mask();
   // The cross-attention key lengths of slots [s0, s1) (audio_len), or null when every one of
   // them has its whole n_audio_ctx.
   const Tensor* audio_lens(int64_t s0, int64_t s1, Tensor& view) const;
   // step()'s forward pass: f32 logits [n, n_vocab] on the model's device (scratch).
   Tensor step_on_device(std::span<const int32_t> slots, std::span<const int32_t> tokens);
+  // Its kernels for n rows: step_ids (on the device) as step_on_device lays them out,
+  // intermediates from `pool`, the logits into `logits` [n, n_vocab]. On CUDA it is
+  // captured once per n and replayed (graphs_).
+  void step_body(int64_t n, const Tensor& step_ids, Pool& pool, Tensor& logits);
 
   std::shared_ptr<const WhisperModel> model_;
   int n_slots_ = 0;
   Pool pool_;       // scratch on the model's device
   Pool host_pool_;  // logits and ids on the CPU
+  // CUDA graphs of the decoder step, one per row count, with their fixed input and output
+  // buffers and the pool of their intermediates (nothing else allocates from it, so no
+  // tensor that lives across a replay can share a block with the graph's intermediates).
+  StepGraphs graphs_;
+  Tensor graph_input_;   // i32 [S * (5 + H)] on CUDA: step_ids of up to S rows
+  Tensor graph_logits_;  // f32 [S, n_vocab] on CUDA
+  Pool graph_pool_;
   std::vector<LayerCache> cache_;
-  Tensor mask_host_;       // i8 [S, n_text_ctx]
-  Tensor mask_dev_;        // the same on the model's device (== mask_host_ on the CPU)
   Tensor audio_len_host_;  // i32 [S]; 0: the slot has no audio yet (never encoded)
   Tensor audio_len_dev_;   // the same on the model's device (== audio_len_host_ on the CPU)
   std::vector<int> n_cached_;
   // Per-step scratch, reused (no growth in the step loop).
-  std::vector<int32_t> positions_;
-  std::vector<int32_t> kv_rows_;  // cache rows of this step's K/V ([S * H * n_ctx, dh] view)
-  std::vector<std::pair<int64_t, int64_t>> runs_;       // [begin, end) rows of consecutive slots
-  std::vector<int32_t> argmax_;                         // step_argmax's result
+  std::vector<int32_t> step_ids_;  // a step's (or ragged prefill's) integer inputs, uploaded once
+  std::vector<int32_t> argmax_;    // step_argmax's result
   std::shared_ptr<whisper::SuppressMask> choice_mask_;  // step_choose's `always`
 };
 

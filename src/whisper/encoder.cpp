@@ -258,12 +258,16 @@ void quant_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, Tensor& 
 
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab) {
   Tensor logits = pool.alloc({x.dim(0), n_vocab}, DType::f32);  // [T, n_vocab]
+  final_logits(pool, x, w, logits);
+  return logits;
+}
+
+void final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, Tensor& logits) {
   if (w.logits_q8.data) {
     quant_logits(pool, x, w, logits);
-    return logits;
+    return;
   }
   normed_matmul(pool, x, w.decoder_ln, w.decoder_fold, w.token_embedding, logits);
-  return logits;
 }
 
 void final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab,

@@ -77,6 +77,8 @@ Tensor merge_heads(Pool& pool, const Tensor& x);
 // With int8 weights (LoadOptions::int8) the q8_0 product, in f32 near the top and for the
 // special tokens.
 Tensor final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, int64_t n_vocab);
+// The same into logits f32 [T, n_vocab] (a buffer of the caller's: a graph's output).
+void final_logits(Pool& pool, const Tensor& x, const WhisperWeights& w, Tensor& logits);
 // final_logits of one row x [1, d] and its token choice in one op (matmul_masked_top1,
 // ops/reduce.h: on CUDA the vocabulary GEMM's blocks rank their own logits): masked_topk's
 // k = 1 under `mask` (i8 [n_vocab]) and `rules` [1, kRuleWidth] into logprobs f32 and ids

@@ -145,6 +145,20 @@ TEST(OpErrors, Attention) {
   expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_len f32[1]", "i32"});
   opt.key_len = &lens_bad;
   expect_error([&] { attention(q, k8, v, o, opt); }, {"[attention]", "key_len i32[2]"});
+  opt.key_len = nullptr;
+  // batch_index: k and v of another item count, but the index must fit them.
+  Tensor k3 = f32({3, 2, 5, 8}), v3 = f32({3, 2, 5, 8}), v2 = f32({2, 2, 5, 8});
+  expect_error([&] { attention(q, k3, v3, o); }, {"[attention]", "unless batch_index"});
+  Tensor index = of({1}, DType::i32), index_f32 = f32({1});
+  index.data<int32_t>()[0] = 3;
+  opt.batch_index = &index_f32;
+  expect_error([&] { attention(q, k3, v3, o, opt); }, {"[attention]", "batch_index f32[1]"});
+  opt.batch_index = &index;
+  expect_error([&] { attention(q, k3, v3, o, opt); },
+               {"[attention]", "batch_index 3 outside [0, 3)"});
+  expect_error([&] { attention(q, k3, v2, o, opt); }, {"[attention]", "with k's B, H and Lk"});
+  index.data<int32_t>()[0] = 2;
+  attention(q, k3, v3, o, opt);  // item 2 of 3
 }
 
 TEST(OpErrors, AttentionQkv) {

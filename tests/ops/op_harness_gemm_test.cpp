@@ -557,6 +557,9 @@ struct AttentionCase {
   bool causal, mask;
   float scale;        // 0: 1/sqrt(d)
   bool lens = false;  // key_len: batch b sees keys [0, len_b), the last one none when B > 1
+  // batch_index: k and v hold this many items, q's item b reads item (3 b + 2) % kv_items
+  // (repeats, any order); 0: k and v are q's batch.
+  int64_t kv_items = 0;
 };
 
 class Attention : public OpTest {
@@ -566,10 +569,16 @@ class Attention : public OpTest {
                  " Lq " + std::to_string(ac.lq) + " Lk " + std::to_string(ac.lk) + " D " +
                  std::to_string(ac.d) + " Dv " + std::to_string(ac.dv) +
                  (ac.causal ? " causal" : "") + (ac.mask ? " key_mask" : "") +
-                 (ac.lens ? " key_len" : "") + " scale " + std::to_string(ac.scale));
+                 (ac.lens ? " key_len" : "") + " scale " + std::to_string(ac.scale) +
+                 (ac.kv_items ? " batch_index over " + std::to_string(ac.kv_items) : ""));
+    const int64_t kv_items = ac.kv_items ? ac.kv_items : ac.batch;
     const HostTensor q = random({ac.batch, ac.heads, ac.lq, ac.d}, -2.0f, 2.0f);
-    const HostTensor k = random({ac.batch, ac.heads, ac.lk, ac.d}, -2.0f, 2.0f);
-    const HostTensor v = random({ac.batch, ac.heads, ac.lk, ac.dv});
+    const HostTensor k = random({kv_items, ac.heads, ac.lk, ac.d}, -2.0f, 2.0f);
+    const HostTensor v = random({kv_items, ac.heads, ac.lk, ac.dv});
+    Tensor index_host = Tensor::empty({ac.batch}, DType::i32);
+    for (int64_t b = 0; b < ac.batch; ++b)
+      index_host.data<int32_t>()[b] = ac.kv_items ? int32_t((3 * b + 2) % ac.kv_items) : int32_t(b);
+    const int32_t* kv_of = index_host.data<int32_t>();
     // About a quarter of keys padded; the last batch item fully padded when B > 1.
     Tensor mask_host = Tensor::empty({ac.batch, ac.lk}, DType::i8);
     int8_t* m = mask_host.data<int8_t>();
@@ -586,12 +595,13 @@ class Attention : public OpTest {
                 : b == 1            ? int32_t(ac.lk / 2 + 1)
                                     : 1;
     const Tensor dq = dev(q.t), dk = dev(k.t), dv = dev(v.t), dmask = dev(mask_host),
-                 dlen = dev(len_host);
+                 dlen = dev(len_host), dindex = dev(index_host);
     AttentionOptions opt;
     opt.scale = ac.scale;
     opt.causal = ac.causal;
     opt.key_mask = ac.mask ? &dmask : nullptr;
     opt.key_len = ac.lens ? &dlen : nullptr;
+    opt.batch_index = ac.kv_items ? &dindex : nullptr;
     Tensor o = out({ac.batch, ac.heads, ac.lq, ac.dv});
     attention(dq, dk, dv, o, opt);
 
@@ -601,7 +611,7 @@ class Attention : public OpTest {
     for (int64_t b = 0; b < ac.batch; ++b)
       for (int64_t h = 0; h < ac.heads; ++h)
         for (int64_t i = 0; i < ac.lq; ++i) {
-          const int64_t bh = b * ac.heads + h;
+          const int64_t bh = b * ac.heads + h, kvh = kv_of[b] * ac.heads + h;
           double mx = -INFINITY;
           std::vector<bool> seen(static_cast<size_t>(ac.lk));
           for (int64_t j = 0; j < ac.lk; ++j) {
@@ -611,7 +621,7 @@ class Attention : public OpTest {
             double dot = 0.0;
             for (int64_t c = 0; c < ac.d; ++c)
               dot += double(q.v[size_t((bh * ac.lq + i) * ac.d + c)]) *
-                     k.v[size_t((bh * ac.lk + j) * ac.d + c)];
+                     k.v[size_t((kvh * ac.lk + j) * ac.d + c)];
             s[size_t(j)] = dot * scale;
             mx = std::max(mx, s[size_t(j)]);
           }
@@ -624,7 +634,7 @@ class Attention : public OpTest {
             const double p = std::exp(s[size_t(j)] - mx) / sum;
             for (int64_t c = 0; c < ac.dv; ++c)
               want[size_t((bh * ac.lq + i) * ac.dv + c)] +=
-                  p * v.v[size_t((bh * ac.lk + j) * ac.dv + c)];
+                  p * v.v[size_t((kvh * ac.lk + j) * ac.dv + c)];
           }
         }
     expect_close(read_floats(o), want, tol(), "attention");
@@ -724,6 +734,18 @@ TEST_P(Attention, KeyLengths) {
   run({3, 2, 2, 150, 32, 48, true, false, 0.0f, true});
   run({1, 6, 1, 1500, 64, 64, false, false, 0.0f, true});  // one item, a length past Lk
   run({3, 2, 40, 57, 16, 24, true, true, 0.3f, true});     // the CPU's GEMM path
+}
+
+// AttentionOptions::batch_index: rows over slots of a cache (a Whisper batch step over the
+// slots it lists, in one call): more slots than rows, fewer (repeats), with key lengths,
+// a key mask and causal limits, on the split path (1500 and 448 keys), the single-chunk
+// kernels and the CPU's GEMM path.
+TEST_P(Attention, BatchIndex) {
+  run({5, 20, 1, 1500, 64, 64, false, false, 0.0f, true, 8});
+  run({6, 4, 1, 448, 64, 64, false, false, 0.0f, true, 4});
+  run({3, 4, 1, 100, 64, 64, true, true, 0.0f, false, 7});
+  run({4, 2, 2, 150, 32, 48, true, false, 0.0f, true, 3});
+  run({3, 2, 40, 57, 16, 24, true, true, 0.3f, true, 5});  // the CPU's GEMM path
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Attention, ::testing::ValuesIn(op_params()), op_param_name);

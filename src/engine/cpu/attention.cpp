@@ -44,8 +44,8 @@ struct Geometry {
   const int32_t* key_len;  // [B] or null: batch b's keys [0, key_len[b])
   bool causal;
   Strides sq, sk, sv, so;
-  const int32_t* k_index = nullptr;  // batch b reads k's batch k_index[b] (or b when null)
-  const int32_t* v_index = nullptr;
+  const int32_t* k_index;  // batch b reads k's batch k_index[b] (or b when null)
+  const int32_t* v_index;
 
   Geometry(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt)
       : batch(q.dim(0)),
@@ -61,7 +61,9 @@ struct Geometry {
         sq{heads * lq * d, lq * d, d},
         sk{heads * lk * d, lk * d, d},
         sv{heads * lk * dv, lk * dv, dv},
-        so{heads * lq * dv, lq * dv, dv} {}
+        so{heads * lq * dv, lq * dv, dv},
+        k_index(opt.batch_index ? opt.batch_index->data<int32_t>() : nullptr),
+        v_index(k_index) {}
 
   // attention_tokens: [B, L, W] operands, heads side by side.
   Geometry(const Tensor& q, const Tensor& k, const Tensor& v, int64_t n_keys, int64_t n_head,
@@ -79,7 +81,9 @@ struct Geometry {
         sq{q.dim(1) * q.dim(2), d, q.dim(2)},
         sk{k.dim(1) * k.dim(2), d, k.dim(2)},
         sv{v.dim(1) * v.dim(2), d, v.dim(2)},
-        so{out.dim(1) * out.dim(2), d, out.dim(2)} {}
+        so{out.dim(1) * out.dim(2), d, out.dim(2)},
+        k_index(nullptr),
+        v_index(nullptr) {}
 
   // Keys [0, visible) are in range for query row i of batch b; causal aligns the last query
   // with the last key (a decode step over a cache of lk keys); key_len cuts b's keys short.
@@ -162,8 +166,8 @@ void attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o
   const int64_t bhs = g.batch * g.heads;
   const int64_t block = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(g.lk, 1), 1, g.lq);
   const Tensor q2 = q.reshape({bhs * g.lq, g.d});
-  const Tensor k3 = k.reshape({bhs, g.lk, g.d});
-  const Tensor v3 = v.reshape({bhs, g.lk, g.dv});
+  const Tensor k3 = k.reshape({k.dim(0) * g.heads, g.lk, g.d});
+  const Tensor v3 = v.reshape({v.dim(0) * g.heads, g.lk, g.dv});
   Tensor o2 = out.reshape({bhs * g.lq, g.dv});
   Tensor scores = Tensor::empty({block, g.lk}, DType::f32);
   Tensor v32 = wide ? Tensor() : Tensor::empty({g.lk, g.dv}, DType::f32);
@@ -172,8 +176,11 @@ void attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o
   qk.trans_b = true;
   qk.alpha = g.scale;
   for (int64_t bh = 0; bh < bhs; ++bh) {
-    const Tensor kb = k3.slice0(bh, bh + 1).reshape({g.lk, g.d});
-    Tensor vb = v3.slice0(bh, bh + 1).reshape({g.lk, g.dv});
+    const int64_t b = bh / g.heads, h = bh % g.heads;
+    const int64_t kbh = (g.k_index ? g.k_index[b] : b) * g.heads + h;
+    const int64_t vbh = (g.v_index ? g.v_index[b] : b) * g.heads + h;
+    const Tensor kb = k3.slice0(kbh, kbh + 1).reshape({g.lk, g.d});
+    Tensor vb = v3.slice0(vbh, vbh + 1).reshape({g.lk, g.dv});
     if (!wide) cpu::convert(vb, v32);
     const int8_t* mrow = g.mask_row(bh);
     for (int64_t i0 = 0; i0 < g.lq; i0 += block) {

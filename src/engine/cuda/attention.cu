@@ -702,6 +702,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
   s.k = {heads * lk * d, lk * d, d};
   s.v = {heads * lk * dv, lk * dv, dv};
   s.o = {heads * lq * dv, lq * dv, dv};
+  s.k_index = s.v_index = opt.batch_index ? opt.batch_index->data<int32_t>() : nullptr;
   launch_attention(q.raw(), k.raw(), v.raw(), out, batch, s);
 }
 

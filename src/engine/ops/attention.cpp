@@ -16,7 +16,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                                              {"v", &v},
                                              {"out", &out},
                                              {"key_mask", opt.key_mask},
-                                             {"key_len", opt.key_len}});
+                                             {"key_len", opt.key_len},
+                                             {"batch_index", opt.batch_index}});
   detail::check_float(op, "q", q);
   for (const detail::Arg& a : {detail::Arg{"k", &k}, {"v", &v}, {"out", &out}})
     detail::require(a.t->dtype() == q.dtype(), op, [&] {
@@ -27,14 +28,26 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
       return detail::arg_str(a.name, *a.t) + ": expected 4 dimensions [B, H, L, D]";
     });
   const int64_t b = q.dim(0), h = q.dim(1), lq = q.dim(2), d = q.dim(3), lk = k.dim(2);
-  detail::require(k.dim(0) == b && k.dim(1) == h && k.dim(3) == d, op, [&] {
+  detail::require((k.dim(0) == b || opt.batch_index) && k.dim(1) == h && k.dim(3) == d, op, [&] {
     return detail::arg_str("q", q) + " and " + detail::arg_str("k", k) +
-           ": expected k [B, H, Lk, D] with q's B, H and D";
+           ": expected k [B, H, Lk, D] with q's B (unless batch_index), H and D";
   });
-  detail::require(v.dim(0) == b && v.dim(1) == h && v.dim(2) == lk, op, [&] {
+  detail::require(v.dim(0) == k.dim(0) && v.dim(1) == h && v.dim(2) == lk, op, [&] {
     return detail::arg_str("k", k) + " and " + detail::arg_str("v", v) +
            ": expected v [B, H, Lk, Dv] with k's B, H and Lk";
   });
+  if (opt.batch_index) {
+    detail::check_dtype(op, "batch_index", *opt.batch_index, DType::i32);
+    detail::check_shape(op, "batch_index", *opt.batch_index, Shape{b});
+    if (dev == Device::cpu) {
+      const int32_t* index = opt.batch_index->data<int32_t>();
+      for (int64_t i = 0; i < b; ++i)
+        detail::require(index[i] >= 0 && index[i] < k.dim(0), op, [&] {
+          return "batch_index " + std::to_string(index[i]) + " outside [0, " +
+                 std::to_string(k.dim(0)) + ")";
+        });
+    }
+  }
   detail::check_shape(op, "out", out, Shape{b, h, lq, v.dim(3)});
   if (opt.key_mask) {
     detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
@@ -67,6 +80,8 @@ void attention_tokens(TokenHeads q, TokenHeads k, TokenHeads v, int64_t n_keys, 
     });
   detail::require(opt.key_mask == nullptr, op, "key_mask is not supported");
   detail::require(opt.key_len == nullptr, op, "key_len is not supported");
+  detail::require(opt.batch_index == nullptr, op,
+                  "batch_index is not supported (TokenHeads::batch_index is)");
   detail::require(out.ndim() == 3 && n_head > 0 && out.dim(2) % n_head == 0, op, [&] {
     return detail::arg_str("out", out) +
            ": expected [B, Lq, H * D] with H = " + std::to_string(n_head);
@@ -131,6 +146,7 @@ void attention_qkv(const Tensor& qkv, int n_head, Tensor& out, const AttentionOp
   const int64_t b = qkv.dim(0), l = qkv.dim(1), hd = qkv.dim(2) / 3, d = hd / n_head;
   detail::check_shape(op, "out", out, Shape{b, l, hd});
   detail::require(opt.key_len == nullptr, op, "key_len is not supported");
+  detail::require(opt.batch_index == nullptr, op, "batch_index is not supported");
   if (opt.key_mask) {
     detail::check_dtype(op, "key_mask", *opt.key_mask, DType::i8);
     detail::check_shape(op, "key_mask", *opt.key_mask, Shape{b, l});

@@ -19,6 +19,11 @@ struct AttentionOptions {
   bool causal = false;
   const Tensor* key_mask = nullptr;  // i8 [B, Lk]
   const Tensor* key_len = nullptr;   // i32 [B]; attention() only
+  // i32 [B]; attention() only: q's batch item b reads k's and v's item batch_index[b] (rows
+  // of a batch over slots of a cache, in any order), so k and v may hold any number of
+  // items. key_mask and key_len stay per item of q. Values must lie in [0, k.dim(0)),
+  // which only the CPU checks.
+  const Tensor* batch_index = nullptr;
   // The caller's promise that k and v (and their batch_index and key_len) are written by no kernel
   // queued since the last point at which stream work was complete, i.e. by none that can
   // still run while this call's kernels start (cross-attention over the audio K/V that
