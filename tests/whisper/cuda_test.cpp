@@ -256,6 +256,48 @@ TEST(WhisperCuda, ShortWindowsInABatchMatchCpu) {
   }
 }
 
+// The batch session's steps on CUDA replay a graph per row count (batch_session.h): rows in
+// slots of any order and subset, short and full windows, steps replayed many times, against
+// the same steps with PARLEY_CUDA_GRAPHS=0 (every step eager), logits within 1e-3 of scale.
+TEST(WhisperCuda, BatchStepGraphsMatchEagerSteps) {
+  REQUIRE_CUDA();
+  const SynthTiny synth("parley_cuda_batch_graphs", 0);
+  const auto model = WhisperModel::load(synth.dir.string(), {Device::cuda, DType::f16});
+  const int64_t n_mels = model->config().n_mels;
+  const Tensor mel = jfk_window(int(n_mels));
+  Tensor mels = Tensor::empty({2, n_mels, kChunkFrames}, DType::f32);
+  mels.slice0(0, 1).reshape({n_mels, kChunkFrames}).copy_from(mel);
+  mels.slice0(1, 2).reshape({n_mels, kChunkFrames}).copy_from(second_window(mel));
+  const std::vector<int32_t> sot = {50258, 50259, 50359};
+  const std::vector<std::vector<int32_t>> plan = {
+      {3, 0, 2}, {3, 0, 2},    {3, 0, 2},    {3, 0, 2},    {1, 3},   {1, 3},
+      {1, 3},    {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {2, 0, 3}};
+  const auto run = [&](bool graphs) {
+    if (!graphs) ::setenv("PARLEY_CUDA_GRAPHS", "0", 1);
+    WhisperBatchSession batch(model, 4);
+    batch.encode(std::vector<int32_t>{2, 0}, mels, 500);  // two short windows
+    batch.encode(std::vector<int32_t>{1, 3}, mels);       // two full ones
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 4; ++i) tokens.insert(tokens.end(), sot.begin(), sot.end());
+    batch.prefill_batch(std::vector<int32_t>{0, 1, 2, 3}, tokens);
+    std::vector<Tensor> out;
+    int k = 0;
+    for (const auto& slots : plan) {
+      std::vector<int32_t> step_tokens;
+      for (int32_t s : slots) step_tokens.push_back(int32_t(400 + 7 * k + 50 * s));
+      out.push_back(batch.step(slots, step_tokens));
+      ++k;
+    }
+    ::unsetenv("PARLEY_CUDA_GRAPHS");
+    return out;
+  };
+  const std::vector<Tensor> want = run(false), got = run(true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float scale = max_abs(want[i]);
+    EXPECT_LE(max_abs_diff(got[i], want[i]), 1e-3f * scale) << "step " << i;
+  }
+}
+
 // A session whose decoder steps all run eagerly: made while PARLEY_CUDA_GRAPHS=0, which
 // DecodeGraphs::enabled reads when a session is made (the graphs' reference).
 std::unique_ptr<WhisperSession> session_without_graphs(
