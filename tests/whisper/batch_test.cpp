@@ -111,7 +111,7 @@ TEST(WhisperBatchSession, StepLogitsOfRowsAtDifferentPositionsEqualSeparateSessi
     worst = std::max(worst, max_abs_diff(a.data<float>(), b.data<float>(), a.numel()));
     EXPECT_EQ(batch.n_cached(slots[size_t(i)]), int(initial[size_t(i)].size()));
   }
-  // Five steps; at step 2 slot 1 sits out (rows then run as two separate slot runs).
+  // Five steps; at step 2 slot 1 sits out (the rows then read slots that are not consecutive).
   for (int k = 0; k < 5; ++k) {
     std::vector<int32_t> step_slots, step_tokens;
     for (int i = 0; i < 3; ++i) {
