@@ -83,6 +83,11 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
   check_rows(rows, t);
   const DType dt = model_->dtype();
   const Device dev = model_->device();
+  // A short window's audio length, for every layer's cross-attention key_len (none: full).
+  const int32_t audio = int32_t(audio_ctx(slot));
+  const Tensor audio_len = audio < c.n_audio_ctx
+                               ? ids_on_device(pool_, host_pool_, std::span(&audio, 1), dev)
+                               : Tensor();
 
   const Tensor ids = ids_on_device(pool_, host_pool_, tokens, dev);
   Tensor x = pool_.alloc({t, d}, dt);  // [T, d]
@@ -128,9 +133,8 @@ Tensor WhisperBatchSession::prefill(int slot, std::span<const int32_t> tokens,
       const int64_t n_audio = c.n_audio_ctx;
       const Tensor kv = lc.cross_kv.reshape({2 * int64_t(n_slots_), h, n_audio, dh});
       Tensor attn = pool_.alloc(q.shape(), dt);
-      Tensor lens_view;
       AttentionOptions opt;
-      opt.key_len = audio_lens(slot, slot + 1, lens_view);  // a short window's
+      opt.key_len = audio_len.defined() ? &audio_len : nullptr;
       attention(q, kv.slice0(slot, slot + 1), kv.slice0(n_slots_ + slot, n_slots_ + slot + 1), attn,
                 opt);
       const Tensor merged = merge_heads(pool_, attn);  // [T, d]
@@ -212,7 +216,7 @@ Tensor WhisperBatchSession::prefill_ragged(std::span<const int32_t> slots,
   const Device dev = model_->device();
   // Each sequence's slot and audio length, for the cross-attention's batch_index and key_len.
   step_ids_.assign(slots.begin(), slots.end());
-  for (int32_t s : slots) step_ids_.push_back(audio_len_host_.data<int32_t>()[s]);
+  for (int32_t s : slots) step_ids_.push_back(audio_len_[size_t(s)]);
   const Tensor slot_ids = ids_on_device(pool_, host_pool_, step_ids_, dev);
   const Tensor slot_index = slot_ids.slice0(0, n), audio_len = slot_ids.slice0(n, 2 * n);
 
@@ -309,7 +313,7 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
   for (int32_t s : slots) step_ids_.push_back(n_cached_[size_t(s)]);
   step_ids_.insert(step_ids_.end(), slots.begin(), slots.end());
   for (int32_t s : slots) step_ids_.push_back(n_cached_[size_t(s)] + 1);
-  for (int32_t s : slots) step_ids_.push_back(audio_len_host_.data<int32_t>()[s]);
+  for (int32_t s : slots) step_ids_.push_back(audio_len_[size_t(s)]);
   for (int32_t s : slots)
     for (int64_t j = 0; j < h; ++j)
       step_ids_.push_back(int32_t((s * h + j) * n_ctx + n_cached_[size_t(s)]));
@@ -318,10 +322,8 @@ Tensor WhisperBatchSession::step_on_device(std::span<const int32_t> slots,
     // Replayed as a CUDA graph per row count: the inputs go to a buffer that never moves,
     // the logits come out in another, and the body's intermediates come from a pool that
     // nothing outside the body allocates from.
-    Tensor staged = host_pool_.alloc({int64_t(step_ids_.size())}, DType::i32);
-    std::memcpy(staged.raw(), step_ids_.data(), step_ids_.size() * sizeof(int32_t));
-    const Tensor inputs = graph_input_.slice0(0, staged.numel());
-    Tensor(inputs).copy_from(staged);
+    Tensor inputs = graph_input_.slice0(0, int64_t(step_ids_.size()));
+    ids_to(host_pool_, step_ids_, inputs);
     logits = graph_logits_.slice0(0, n);
     graphs_.run({n, 0, 0}, [&] { step_body(n, inputs, graph_pool_, logits); });
   } else {

@@ -35,8 +35,7 @@ WhisperBatchSession::WhisperBatchSession(std::shared_ptr<const WhisperModel> mod
     l.self_v = Tensor::zeros({s, h, c.n_text_ctx, dh}, dt, dev);
     l.cross_kv = Tensor::empty({2, s, h, c.n_audio_ctx, dh}, dt, dev);
   }
-  audio_len_host_ = Tensor::zeros({s}, DType::i32);
-  audio_len_dev_ = dev == Device::cpu ? audio_len_host_ : Tensor::zeros({s}, DType::i32, dev);
+  audio_len_.assign(size_t(n_slots), 0);
   n_cached_.assign(size_t(n_slots), 0);
   step_ids_.reserve(size_t(n_slots) * size_t(5 + c.n_text_head));
   if (dev == Device::cuda) {
@@ -58,15 +57,7 @@ int WhisperBatchSession::n_cached(int slot) const {
 
 int WhisperBatchSession::audio_ctx(int slot) const {
   check_slot(slot, "audio_ctx");
-  return audio_len_host_.data<int32_t>()[slot];
-}
-
-const Tensor* WhisperBatchSession::audio_lens(int64_t s0, int64_t s1, Tensor& view) const {
-  const int32_t full = model_->config().n_audio_ctx;
-  const int32_t* lens = audio_len_host_.data<int32_t>();
-  if (std::all_of(lens + s0, lens + s1, [full](int32_t n) { return n == full; })) return nullptr;
-  view = audio_len_dev_.slice0(s0, s1);
-  return &view;
+  return audio_len_[size_t(slot)];
 }
 
 void WhisperBatchSession::reset(int slot) {
@@ -154,9 +145,8 @@ void WhisperBatchSession::encode(std::span<const int32_t> slots, const Tensor& m
   }
   for (int32_t s : slots) {
     reset(s);
-    audio_len_host_.data<int32_t>()[s] = int32_t(n_ctx);
+    audio_len_[size_t(s)] = int32_t(n_ctx);
   }
-  if (audio_len_dev_.raw() != audio_len_host_.raw()) audio_len_dev_.copy_from(audio_len_host_);
 }
 
 }  // namespace parley

@@ -6,8 +6,8 @@
 // that share one audio (beam search).
 //
 // Layout (per decoder layer, on the model's device, in its dtype):
-//   self_k, self_v [S, H, n_text_ctx, d_head]  head-major, so a step attends over a run of
-//                                              consecutive slots with no copy of the cache;
+//   self_k, self_v [S, H, n_text_ctx, d_head]  head-major, so a step attends over any of
+//                                              its slots with no copy of the cache;
 //   cross_kv       [2, S, H, n_audio_ctx, d_head]
 //   audio_len      i32 [S]: the audio positions a slot's window encoded (n_audio_ctx, or
 //                  the first N of a short window: encode's n_ctx).
@@ -105,9 +105,6 @@ class WhisperBatchSession {
   void check_slot(int slot, const char* where) const;
   // Writes kv [T, H, d_head] (rows of `src` from `first`) at positions [pos, pos + T) of a slot.
   void write_positions(Tensor& cache, int slot, int64_t pos, const Tensor& src_heads);
-  // The cross-attention key lengths of slots [s0, s1) (audio_len), or null when every one of
-  // them has its whole n_audio_ctx.
-  const Tensor* audio_lens(int64_t s0, int64_t s1, Tensor& view) const;
   // step()'s forward pass: f32 logits [n, n_vocab] on the model's device (scratch).
   Tensor step_on_device(std::span<const int32_t> slots, std::span<const int32_t> tokens);
   // Its kernels for n rows: step_ids (on the device) as step_on_device lays them out,
@@ -127,8 +124,7 @@ class WhisperBatchSession {
   Tensor graph_logits_;  // f32 [S, n_vocab] on CUDA
   Pool graph_pool_;
   std::vector<LayerCache> cache_;
-  Tensor audio_len_host_;  // i32 [S]; 0: the slot has no audio yet (never encoded)
-  Tensor audio_len_dev_;   // the same on the model's device (== audio_len_host_ on the CPU)
+  std::vector<int32_t> audio_len_;  // per slot (audio_len above); 0: never encoded
   std::vector<int> n_cached_;
   // Per-step scratch, reused (no growth in the step loop).
   std::vector<int32_t> step_ids_;  // a step's (or ragged prefill's) integer inputs, uploaded once

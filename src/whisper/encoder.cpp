@@ -294,6 +294,10 @@ Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, 
   return out;
 }
 
+void ids_to(Pool& host_pool, std::span<const int32_t> ids, Tensor& dst) {
+  dst.copy_from(ids_on_device(host_pool, host_pool, ids, Device::cpu));
+}
+
 const Tensor& SuppressMask::get(std::span<const int32_t> ids, int n_vocab, Device dev) {
   if (mask_.defined() && std::equal(ids.begin(), ids.end(), ids_.begin(), ids_.end())) return mask_;
   check_token_ids(ids, n_vocab, "[whisper] decode_choose (suppressed ids)");

@@ -90,6 +90,8 @@ void final_logits_top1(Pool& pool, const Tensor& x, const WhisperWeights& w, int
 // i32 values (token ids, positions, cache rows) as a tensor on `dev`, staged through
 // host_pool (both pools' blocks are reused, so a warm step allocates nothing).
 Tensor ids_on_device(Pool& pool, Pool& host_pool, std::span<const int32_t> ids, Device dev);
+// The same into dst (i32 [ids.size()] on any device: a graph's fixed input buffer).
+void ids_to(Pool& host_pool, std::span<const int32_t> ids, Tensor& dst);
 // Error(invalid_argument) "<where>: token id N outside [0, n_vocab)" for the first id out of
 // range.
 void check_token_ids(std::span<const int32_t> tokens, int n_vocab, const std::string& where);
