@@ -189,6 +189,10 @@ std::string Metrics::render(const ServiceStats& s) const {
   scalar(o, "parley_whisper_start_seconds_total", "counter",
          "Engine wall seconds taking requests in (audio decoding, VAD gate, log-mel).",
          s.start_seconds);
+  histogram(o, "parley_realtime_commit_to_completed_seconds",
+            "Realtime turns: from input_audio_buffer.committed to its transcription's "
+            ".completed, as the server sent them.",
+            s.live_turn);
   scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
          resident_memory_bytes());
   return o.str();

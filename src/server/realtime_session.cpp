@@ -539,6 +539,7 @@ void RealtimeSession::commit_range(int64_t begin, int64_t end) {
   last_hypothesis_.clear();
   const json previous = last_item_.empty() ? json(nullptr) : json(last_item_);
   last_item_ = id;
+  item.committed_at = std::chrono::steady_clock::now();
   send({{"type", "input_audio_buffer.committed"}, {"item_id", id}, {"previous_item_id", previous}});
   json content = {{"type", "input_audio"}, {"transcript", nullptr}};
   send({{"type", beta_ ? "conversation.item.created" : "conversation.item.added"},
@@ -686,6 +687,8 @@ void RealtimeSession::on_final(const std::string& item_id, const TranscribeResul
                {"usage", {{"type", "duration"}, {"seconds", item.seconds}}}};
   if (config_.logprobs) done["logprobs"] = json::parse(logprobs_json(*r));
   send(std::move(done));
+  ctx_.service.record_live_turn(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - item.committed_at).count());
 }
 
 }  // namespace parley::server

@@ -18,6 +18,7 @@
 // only post back to it through `Post`, so the engine never waits on a client.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -97,6 +98,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
     std::shared_ptr<TranscriptionJob> job;
     std::string sent;  // deltas sent so far
     double seconds = 0;
+    std::chrono::steady_clock::time_point committed_at;  // its .committed was sent
   };
   void handle(const nlohmann::json& event, const std::string& client_event_id);
   void update(const nlohmann::json& session, bool beta_event);

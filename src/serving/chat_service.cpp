@@ -71,13 +71,6 @@ std::string ChatService::model_id() const {
   return (dir.has_filename() ? dir : dir.parent_path()).filename().string();
 }
 
-void LatencyHistogram::add(double seconds) {
-  const auto it = std::lower_bound(bounds.begin(), bounds.end(), seconds);
-  ++counts[size_t(it - bounds.begin())];
-  sum += seconds;
-  ++count;
-}
-
 ChatStats ChatService::stats() const {
   const LlmEngineStats e = engine_->stats();
   std::lock_guard lock(mu_);

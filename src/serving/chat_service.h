@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/model.h"
+#include "serving/latency_histogram.h"
 #include "serving/llm_engine.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer.h"
@@ -71,17 +72,6 @@ std::string render_conversation(const LoadedChatTemplate& tmpl,
                                 const nlohmann::ordered_json& tools,
                                 const nlohmann::ordered_json& template_kwargs,
                                 bool add_generation_prompt);
-
-// A Prometheus histogram's buckets (upper bounds, in seconds) and counts.
-struct LatencyHistogram {
-  std::vector<double> bounds;
-  std::vector<uint64_t> counts;  // per bucket, not cumulative; one more: +Inf
-  double sum = 0;
-  uint64_t count = 0;
-  explicit LatencyHistogram(std::vector<double> upper_bounds = {})
-      : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
-  void add(double seconds);
-};
 
 struct ChatStats {
   uint64_t requests = 0;

@@ -101,6 +101,11 @@ void WhisperService::stop() {
   if (engine_.joinable()) engine_.join();
 }
 
+void WhisperService::record_live_turn(double seconds) {
+  std::lock_guard lock(mu_);
+  live_turn_.add(seconds);
+}
+
 ServiceStats WhisperService::stats() const {
   ServiceStats s;
   {
@@ -119,6 +124,7 @@ ServiceStats WhisperService::stats() const {
     s.decode_seconds = decode_seconds_;
     s.fallback_seconds = fallback_seconds_;
     s.start_seconds = start_seconds_;
+    s.live_turn = live_turn_;
   }
   std::lock_guard lock(model_mu_);
   s.model_loaded = resident_ != nullptr || !shared_.expired();

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "serving/latency_histogram.h"
 #include "whisper/model.h"
 #include "whisper/transcribe.h"
 
@@ -115,6 +116,9 @@ struct ServiceStats {
   bool model_loaded = false;
   uint64_t vad_skipped = 0;         // requests the gate answered without running Whisper
   uint64_t background_yielded = 0;  // background jobs cancelled to free a slot for another
+  // Realtime turns: from the server's input_audio_buffer.committed to its .completed (both
+  // as the connection queued them), seconds; record_live_turn fills it.
+  LatencyHistogram live_turn{{0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2, 5}};
 };
 
 class WhisperService {
@@ -132,6 +136,8 @@ class WhisperService {
 
   ServiceStats stats() const;
   const ServiceOptions& options() const { return options_; }
+  // A live turn's commit -> completed, seconds (ServiceStats::live_turn).
+  void record_live_turn(double seconds);
   std::string model_id() const;  // the model folder's name
 
  private:
@@ -163,6 +169,7 @@ class WhisperService {
   uint64_t background_yielded_ = 0;  // background jobs cancelled for a waiting job
   uint64_t windows_ = 0, encoder_batches_ = 0, decoder_steps_ = 0, fitted_windows_ = 0;
   double encode_seconds_ = 0, decode_seconds_ = 0, fallback_seconds_ = 0, start_seconds_ = 0;
+  LatencyHistogram live_turn_ = ServiceStats{}.live_turn;
   std::thread engine_;
 
   mutable std::mutex model_mu_;
