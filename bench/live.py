@@ -8,19 +8,23 @@ runs one or more scenarios against it, printing one JSON line per measurement:
   session   A take uploaded to /v1/audio/sessions as raw pcm16 in --chunk-s chunks at
             real-time speed (each chunk sent when its audio would have been recorded); the
             figure is the time from the last chunk's answer to the close's answer (the final
-            transcript), --runs times.
+            transcript), --runs times; --commit agreed|windows picks what the session
+            commits during capture (default: the server's --session-commit).
   realtime  --streams N concurrent /v1/realtime?intent=transcription WebSockets, each
             streaming the take as 24 kHz pcm16 in 100 ms appends at real-time speed for
             --seconds, with server_vad (or --manual: the client commits after each clip);
             figures: commit -> `.completed` latency per item (from the client's receipt of
             `input_audio_buffer.committed`, or from sending the commit with --manual),
-            percentiles; the gaps between interim deltas while an item is spoken; items,
-            errors, and how late the clients sent (a client that cannot keep real time
-            says so).
+            percentiles, and the server's own figure for the same span (its /metrics
+            histogram: mean, and the buckets holding p50 and p95), which leaves out the
+            client processes' delays; the gaps between interim deltas while an item is
+            spoken; items, errors, and how late the clients sent (a client that cannot keep
+            real time says so).
   wer       The long take streamed through the Realtime endpoint (server_vad, --speed x real
-            time) and the same take through /v1/audio/transcriptions; the word error rate of
-            each against the take's reference text after Whisper's English normalizer
-            (openai-whisper's, when importable; else lower case without punctuation).
+            time), uploaded to a streaming session as above (--speed x real time) and sent
+            through /v1/audio/transcriptions; the word error rate of each against the take's
+            reference text after Whisper's English normalizer (openai-whisper's, when
+            importable; else lower case without punctuation).
 
 The take: `--take jfk62` is jfk.wav followed by silero_test.wav, cut at 62 s (the issue's
 62 s take); `--take long` is real English speech with known words, jfk.wav and the
@@ -331,11 +335,48 @@ def engine_counters(server):
     return out
 
 
+TURN_HISTOGRAM = "parley_realtime_commit_to_completed_seconds"
+
+
+def server_turns(server):
+    """The server's own commit -> completed histogram from /metrics: ({upper bound: cumulative
+    count}, sum, count)."""
+    status, body = server.request("GET", "/metrics", timeout=30)
+    if status != 200:
+        raise RuntimeError(f"GET /metrics answered {status}")
+    buckets, total, count = {}, 0.0, 0.0
+    for line in body.decode().splitlines():
+        if line.startswith(TURN_HISTOGRAM + "_bucket{le=\""):
+            le = line.split('"')[1]
+            buckets[float("inf") if le == "+Inf" else float(le)] = float(line.split()[1])
+        elif line.startswith(TURN_HISTOGRAM + "_sum "):
+            total = float(line.split()[1])
+        elif line.startswith(TURN_HISTOGRAM + "_count "):
+            count = float(line.split()[1])
+    return buckets, total, count
+
+
+def server_turn_summary(before, after):
+    """The turns between two server_turns() readings: their count, mean ms, and the bucket
+    bounds (ms) that hold the 50th and 95th percentiles ("<= X ms")."""
+    n = after[2] - before[2]
+    if n <= 0:
+        return {"turns": 0}
+    out = {"turns": int(n), "mean_ms": round(1000 * (after[1] - before[1]) / n, 1)}
+    for name, q in (("p50_le_ms", 0.5), ("p95_le_ms", 0.95)):
+        for le in sorted(after[0]):
+            if after[0][le] - before[0].get(le, 0) >= q * n:
+                out[name] = "inf" if le == float("inf") else round(1000 * le)
+                break
+    return out
+
+
 def realtime(server, args, pcm16, clips):
     pcm24, _ = audioop.ratecv(pcm16, 2, 1, RATE, 24000, None)
     seconds = args.seconds or len(pcm16) / 2 / RATE
     for n in args.streams:
         before = engine_counters(server)
+        turns_before = server_turns(server)
         rng = random.Random(n)
         delays = [rng.uniform(0, args.stagger) for _ in range(n)]
         procs = max(1, min(args.procs, n))
@@ -364,6 +405,7 @@ def realtime(server, args, pcm16, clips):
             "turns": "manual" if args.manual else "server_vad", "wall_s": round(wall, 1),
             "items": items, "completed": len(latency),
             "commit_to_completed_ms": summary(latency),
+            "server_commit_to_completed": server_turn_summary(turns_before, server_turns(server)),
             "interim_gap_ms": summary(gaps), "first_delta_after_speech_ms": summary(first),
             "client_late_max_s": round(max(late), 3) if late else 0.0,
             "errors": len(errors), "first_errors": errors[:3], "engine": engine,
@@ -372,35 +414,45 @@ def realtime(server, args, pcm16, clips):
 
 # ---- sessions -----------------------------------------------------------------------------
 
-def session(server, args, pcm16):
+def stream_session(server, args, pcm16):
+    """Uploads pcm16 to a new session at --speed x real time in --chunk-s chunks and closes
+    it: (ms from the last chunk's answer to the close's, the final text, seconds committed
+    before the close)."""
     chunk = int(args.chunk_s * RATE) * 2
+    fields = {"input_format": "pcm16", "sample_rate": RATE, "language": "en"}
+    if args.commit:
+        fields["commit"] = args.commit
+    status, data = server.request("POST", "/v1/audio/sessions", json.dumps(fields),
+                                  {"Content-Type": "application/json"})
+    if status != 200:
+        sys.exit(f"create: HTTP {status} {data[:200]!r}")
+    sid = json.loads(data)["id"]
+    t0 = time.monotonic()
+    transcribed = 0.0
+    for off in range(0, len(pcm16), chunk):
+        piece = pcm16[off:off + chunk]
+        due = t0 + (off + len(piece)) / 2 / RATE / args.speed  # recorded by then
+        if due > time.monotonic():
+            time.sleep(due - time.monotonic())
+        status, data = server.request("POST", f"/v1/audio/sessions/{sid}/audio", piece,
+                                      {"Content-Type": "application/octet-stream"})
+        if status != 200:
+            sys.exit(f"append: HTTP {status} {data[:200]!r}")
+        transcribed = json.loads(data).get("seconds_transcribed", 0.0)
+    t1 = time.monotonic()
+    status, data = server.request("POST", f"/v1/audio/sessions/{sid}/close")
+    ms = 1000 * (time.monotonic() - t1)
+    if status != 200:
+        sys.exit(f"close: HTTP {status} {data[:200]!r}")
+    return ms, json.loads(data)["text"], transcribed
+
+
+def session(server, args, pcm16):
     for run in range(args.runs):
-        status, data = server.request("POST", "/v1/audio/sessions", json.dumps(
-            {"input_format": "pcm16", "sample_rate": RATE, "language": "en"}),
-            {"Content-Type": "application/json"})
-        if status != 200:
-            sys.exit(f"create: HTTP {status} {data[:200]!r}")
-        sid = json.loads(data)["id"]
-        t0 = time.monotonic()
-        transcribed = 0.0
-        for i, off in enumerate(range(0, len(pcm16), chunk)):
-            piece = pcm16[off:off + chunk]
-            due = t0 + (off + len(piece)) / 2 / RATE / args.speed  # recorded by then
-            if due > time.monotonic():
-                time.sleep(due - time.monotonic())
-            status, data = server.request("POST", f"/v1/audio/sessions/{sid}/audio", piece,
-                                          {"Content-Type": "application/octet-stream"})
-            if status != 200:
-                sys.exit(f"append: HTTP {status} {data[:200]!r}")
-            transcribed = json.loads(data).get("seconds_transcribed", 0.0)
-        t1 = time.monotonic()
-        status, data = server.request("POST", f"/v1/audio/sessions/{sid}/close")
-        ms = 1000 * (time.monotonic() - t1)
-        if status != 200:
-            sys.exit(f"close: HTTP {status} {data[:200]!r}")
-        text = json.loads(data)["text"]
+        ms, text, transcribed = stream_session(server, args, pcm16)
         print(json.dumps({"bench": "session_close", "run": run, "audio_s": len(pcm16) / 2 / RATE,
-                          "chunk_s": args.chunk_s, "seconds_transcribed_before_close": transcribed,
+                          "chunk_s": args.chunk_s, "commit": args.commit or "server default",
+                          "seconds_transcribed_before_close": transcribed,
                           "last_chunk_to_final_ms": round(ms, 1), "words": len(text.split()),
                           "serve_args": args.serve_args}), flush=True)
 
@@ -448,14 +500,18 @@ def word_error(server, args, pcm16, clips, reference):
     # In the order the turns began (completions of different turns may come in any order).
     items = [it for it in live["items"] if "completed" in it]
     committed = " ".join(it["text"] for it in items)
+    _, session_text, _ = stream_session(server, args, pcm16)
     ref = norm(reference)
     print(json.dumps({
         "bench": "live_wer", "audio_s": round(seconds, 1), "speed": args.speed,
         "turns": "manual" if args.manual else "server_vad", "normalizer": norm_name,
         "reference_words": len(ref.split()), "items": len(items),
         "wer_offline": round(wer(ref, norm(offline)), 2),
-        "wer_live": round(wer(ref, norm(committed)), 2), "errors": live["errors"][:3],
-        "offline": offline.strip(), "live": committed, "serve_args": args.serve_args}),
+        "wer_live": round(wer(ref, norm(committed)), 2),
+        "wer_session": round(wer(ref, norm(session_text)), 2),
+        "session_commit": args.commit or "server default", "errors": live["errors"][:3],
+        "offline": offline.strip(), "live": committed, "session": session_text.strip(),
+        "serve_args": args.serve_args}),
         flush=True)
 
 
@@ -474,6 +530,8 @@ def main():
     p.add_argument("--stagger", type=float, default=5.0, help="streams start within this many s")
     p.add_argument("--procs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
     p.add_argument("--manual", action="store_true", help="turn_detection null, commit per clip")
+    p.add_argument("--commit", choices=["agreed", "windows"], default=None,
+                   help="sessions: what they commit during capture (default: the server's)")
     p.add_argument("--serve-args", nargs=argparse.REMAINDER, default=[])
     args = p.parse_args()
     server = start_server(args.parley, args.model, args.serve_args)

@@ -1,6 +1,7 @@
 """A `parley serve` process on a free loopback port for the benchmark scripts (standard
 library only; the tests have their own in tests/server/conftest.py)."""
 import http.client
+import os
 import subprocess
 import threading
 
@@ -8,7 +9,8 @@ import threading
 class ParleyServe:
     """Starts `cmd` (a `parley serve ... --host 127.0.0.1 --port 0` command line), reads the
     port from its "listening on http://" line (start-up notes may come first; `lines` keeps
-    them) and then drains its output, so the server never blocks on a full pipe."""
+    them) and then drains its output, so the server never blocks on a full pipe (into the file
+    PARLEY_SERVE_LOG names, if set)."""
 
     def __init__(self, cmd):
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -24,7 +26,10 @@ class ParleyServe:
             self.proc.kill()
             raise RuntimeError("parley serve did not start:\n" + "".join(self.lines))
         self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
+        log = os.environ.get("PARLEY_SERVE_LOG")  # a file for the server's output, else dropped
+        sink = open(log, "a") if log else None
+        threading.Thread(target=lambda: [sink and sink.write(x) for x in self.proc.stdout],
+                         daemon=True).start()
 
     def request(self, method, path, body=None, headers=None, timeout=600):
         """(status, body bytes) of one HTTP request."""

@@ -41,6 +41,7 @@ struct ServeCliOptions {
   int sample_len = 0;
   int interim_slots = 0;
   std::string live_audio_ctx = "fit";
+  std::string session_commit = "windows";
   int queue = 64;
   int threads = 0;
   std::string vad = "on";
@@ -100,6 +101,7 @@ void run_serve(ServeCliOptions opt) {
   }
   WhisperService service(s);
   if (opt.sessions.dir.empty()) opt.sessions.dir = parley_home() + "/sessions";
+  opt.sessions.commit = commit_from_name(opt.session_commit);
   check_arg(opt.max_session_mb > 0, "[serve] --max-session-mb must be positive");
   opt.sessions.max_session_bytes = uint64_t(opt.max_session_mb * 1024 * 1024);
   AudioSessions sessions(opt.sessions, service);
@@ -196,6 +198,13 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-session-mb", opt->max_session_mb,
                   "Audio one session may hold, MiB (413 beyond)")
+      ->capture_default_str();
+  cmd->add_option("--session-commit", opt->session_commit,
+                  "A session's default for what it commits during capture: windows (whole "
+                  "30 s windows only: the close gives the offline transcript) or agreed (also "
+                  "the segments two passes over the audio past the seek agree on: a faster "
+                  "close, text that can differ from the offline transcript)")
+      ->check(CLI::IsMember({"agreed", "windows"}))
       ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "CPU threads for the model (default: all)");
   add_device_flags(cmd, opt->device);

@@ -117,7 +117,7 @@ Fields create_fields(const SessionHttpRequest& req) {
 SessionConfig parse_create(const SessionHttpRequest& req, const std::string& model_id) {
   static const std::vector<std::string> known = {"model",       "language",        "prompt",
                                                  "temperature", "response_format", "input_format",
-                                                 "sample_rate", "filename"};
+                                                 "sample_rate", "filename",        "commit"};
   const Fields f = create_fields(req);
   for (const auto& [key, value] : f) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
@@ -186,6 +186,13 @@ SessionConfig parse_create(const SessionHttpRequest& req, const std::string& mod
                     "sample_rate", "missing_value"));
   }
   c.filename = get("filename").value_or("");
+  if (const auto v = get("commit")) {
+    try {
+      c.commit = commit_from_name(*v);
+    } catch (const Error& e) {
+      throw ApiException(bad_request(e.what(), "commit", "invalid_value"));
+    }
+  }
   return c;
 }
 
@@ -201,6 +208,7 @@ std::string status_json(const SessionStatus& s) {
                       {"created_at", s.created_at},
                       {"input_format", input_name(s.config.input)},
                       {"response_format", s.config.response_format},
+                      {"commit", commit_name(s.config.commit.value_or(SessionCommit::windows))},
                       {"language", nullptr},
                       {"bytes_received", s.bytes_received},
                       {"seconds_received", s.seconds_received},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -170,7 +171,36 @@ std::vector<uint8_t> read_prefix(const fs::path& path, uint64_t bytes) {
   return out;
 }
 
+// A segment's text as the agreement compares it: ASCII letters lower-cased and digits,
+// every other byte of UTF-8 kept; spaces and ASCII punctuation dropped (two passes over the
+// same words differ in them most).
+std::string agreement_text(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = uint8_t(ch);
+    if (c >= 0x80 || std::isdigit(c))
+      out += ch;
+    else if (std::isalpha(c))
+      out += char(std::tolower(c));
+  }
+  return out;
+}
+
 }  // namespace
+
+const char* commit_name(SessionCommit c) {
+  return c == SessionCommit::agreed ? "agreed" : "windows";
+}
+
+SessionCommit commit_from_name(const std::string& s) {
+  if (s == "agreed") return SessionCommit::agreed;
+  check_arg(s == "windows",
+            "[sessions] 'commit' must be 'agreed' (segments two passes agree on, "
+            "committed while the audio arrives) or 'windows' (whole 30 s "
+            "windows only: the offline transcript); got '" +
+                s + "'");
+  return SessionCommit::windows;
+}
 
 std::vector<uint8_t> wav_file(std::span<const uint8_t> pcm, SessionInput format, int sample_rate) {
   check_arg(format != SessionInput::container, "[sessions] wav_file: raw PCM formats only");
@@ -195,9 +225,20 @@ struct AudioSessions::Entry {
   int64_t committed_samples = 0;  // the seek, 16 kHz samples (a multiple of kHop)
   std::vector<Segment> committed;
   size_t prompt_from = 0;  // committed[prompt_from:] is the prompt (the seek loop's reset)
+  // SessionCommit::agreed: the last tail pass's segments past the seek (absolute times),
+  // the spooled bytes it read (0: none since the seek last moved by whole windows) and the
+  // samples they decoded to; where the last tail pass ended, samples.
+  std::vector<Segment> hypothesis;
+  uint64_t hypothesis_bytes = 0;
+  int64_t hypothesis_samples = 0;
+  int64_t last_tail_samples = 0;
   std::string language;
   bool job_running = false;
   bool final_job = false;  // the running job is the close's
+  bool tail_job = false;   // the running job is a tail pass (SessionCommit::agreed)
+  uint64_t job_bytes = 0;  // the spooled bytes the running job read
+
+  bool agreed() const { return config.commit == SessionCommit::agreed; }
   std::shared_ptr<TranscriptionJob> job;
   std::vector<SessionDone> waiters;
   std::shared_ptr<const SessionResult> final;
@@ -280,6 +321,8 @@ void AudioSessions::load_dir() {
       e->config.input = input_from_name(c.at("input_format").get<std::string>());
       e->config.sample_rate = c.at("sample_rate").get<int>();
       e->config.filename = c.at("filename").get<std::string>();
+      // Sessions spooled before the field existed committed whole windows only.
+      e->config.commit = commit_from_name(c.value("commit", std::string("windows")));
       e->created_at = j.at("created_at").get<int64_t>();
       e->state = j.at("state").get<std::string>();
       check(e->state == "open" || e->state == "completed", ErrorKind::invalid_argument,
@@ -326,7 +369,8 @@ void AudioSessions::persist(const Entry& e) const {
                       {"response_format", e.config.response_format},
                       {"input_format", input_name(e.config.input)},
                       {"sample_rate", e.config.sample_rate},
-                      {"filename", e.config.filename}};
+                      {"filename", e.config.filename},
+                      {"commit", commit_name(e.config.commit.value_or(options_.commit))}};
   if (e.config.language) c["language"] = *e.config.language;
   if (e.config.prompt) c["prompt"] = *e.config.prompt;
   nlohmann::json segs = nlohmann::json::array();
@@ -379,6 +423,7 @@ SessionStatus AudioSessions::create(const SessionConfig& config) {
             "[sessions] 'sample_rate' must be in [1000, 384000] Hz");
   auto e = std::make_shared<Entry>();
   e->config = config;
+  if (!e->config.commit) e->config.commit = options_.commit;
   e->created_at = unix_now();
   std::lock_guard lock(mu_);
   const int open = int(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& kv) {
@@ -463,6 +508,10 @@ void AudioSessions::close(const std::string& id, SessionDone done) {
     } else {
       e->waiters.push_back(std::move(done));
       e->state = "closing";
+      // A tail pass that has not read every byte is not the transcript's end: stop it, so
+      // that the close's own pass starts sooner. One that has is (on_job_done).
+      if (e->job_running && e->tail_job && e->job && e->job_bytes != e->bytes)
+        e->job->cancelled = true;
     }
   }
   if (ready) return done(ready, nullptr);
@@ -527,6 +576,14 @@ void AudioSessions::schedule(const std::shared_ptr<Entry>& e) {
   if (e->removed || e->job_running || e->final || stopping_) return;
   const bool final = e->state == "closing";
   if (!final && e->bytes == e->decoded_bytes) return;  // nothing new since the last look
+  if (final && e->agreed() && e->hypothesis_bytes > 0 && e->hypothesis_bytes == e->bytes) {
+    // The last tail pass read every byte: its segments are the rest of the transcript.
+    std::vector<SessionDone> waiters;
+    const auto result = finish(*e, e->hypothesis_samples, waiters);
+    lock.unlock();
+    for (auto& w : waiters) w(result, nullptr);
+    return;
+  }
   const uint64_t bytes = e->bytes;
   lock.unlock();
 
@@ -551,8 +608,13 @@ void AudioSessions::schedule(const std::shared_ptr<Entry>& e) {
   const int64_t pending = int64_t(samples.size()) - e->committed_samples;
   if (!final) {
     // A container whose header or first frames have not all arrived does not decode yet.
-    if (err || pending < int64_t(options_.capture_step_s * kRate)) return;
-    return submit_job(e, std::move(samples), false);
+    if (err) return;
+    if (pending >= int64_t(options_.capture_step_s * kRate))
+      return submit_job(e, std::move(samples), JobKind::windows, bytes);
+    if (e->agreed() && pending >= int64_t(options_.agree_min_s * kRate) &&
+        int64_t(samples.size()) - e->last_tail_samples >= int64_t(options_.agree_step_s * kRate))
+      return submit_job(e, std::move(samples), JobKind::tail, bytes);
+    return;
   }
   if (!err && bytes == 0) {
     err = std::make_exception_ptr(Error(
@@ -566,12 +628,12 @@ void AudioSessions::schedule(const std::shared_ptr<Entry>& e) {
     for (auto& w : waiters) w(nullptr, err);
     return;
   }
-  submit_job(e, std::move(samples), true);
+  submit_job(e, std::move(samples), JobKind::final, bytes);
 }
 
 // mu_ held (through `lock` in schedule); unlocks around submit.
 void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<float> samples,
-                               bool final) {
+                               JobKind kind, uint64_t bytes) {
   const int64_t start = e->committed_samples;
   const int64_t n = std::max<int64_t>(0, int64_t(samples.size()) - start);
   auto job = std::make_shared<TranscriptionJob>();
@@ -579,7 +641,11 @@ void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<floa
   job->filename = e->id + ".wav";
   job->vad = false;  // as `parley transcribe`: Whisper's own silence test only
   TranscribeOptions& o = job->options;
-  o.complete_windows_only = !final;
+  o.complete_windows_only = kind == JobKind::windows;
+  // Agreed sessions: the tail and the close are less than a window of speech, encoded over
+  // the context it needs; whole windows keep the full one.
+  o.fit_audio_ctx = e->agreed() && kind != JobKind::windows;
+  if (kind == JobKind::tail) e->last_tail_samples = int64_t(samples.size());
   o.language = !e->language.empty() ? std::optional(e->language) : e->config.language;
   if (e->config.temperature > 0) o.temperatures = {e->config.temperature};
   // The seek loop's own prompt: every committed window's tokens (timestamps included) since
@@ -611,17 +677,19 @@ void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<floa
     e->job_running = true;
     ++jobs_in_flight_;
     mu_.unlock();
-    on_job_done(e, start, 0, final, &empty, nullptr);
+    on_job_done(e, start, 0, kind, bytes, &empty, nullptr);
     mu_.lock();
     return;
   }
-  job->on_done = [this, e, start, n, final](const TranscribeResult* r, double,
-                                            std::exception_ptr ep) {
-    on_job_done(e, start, n, final, r, ep);
+  job->on_done = [this, e, start, n, kind, bytes](const TranscribeResult* r, double,
+                                                  std::exception_ptr ep) {
+    on_job_done(e, start, n, kind, bytes, r, ep);
   };
   e->job = job;
   e->job_running = true;
-  e->final_job = final;
+  e->final_job = kind == JobKind::final;
+  e->tail_job = kind == JobKind::tail;
+  e->job_bytes = bytes;
   ++jobs_in_flight_;
   mu_.unlock();
   const bool queued = service_.submit(job);
@@ -631,14 +699,44 @@ void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<floa
     e->job_running = false;
     --jobs_in_flight_;
     e->decoded_bytes = 0;
+    if (kind == JobKind::tail) e->last_tail_samples = 0;
     cv_.notify_all();
   }
 }
 
+std::shared_ptr<const SessionResult> AudioSessions::finish(Entry& e, int64_t duration_samples,
+                                                           std::vector<SessionDone>& waiters) {
+  auto res = std::make_shared<SessionResult>();
+  for (Segment& s : e.hypothesis) e.committed.push_back(std::move(s));
+  e.hypothesis.clear();
+  res->config = e.config;
+  res->duration = double(duration_samples) / kRate;
+  res->result.language = e.language;
+  res->result.segments = e.committed;
+  for (size_t i = 0; i < res->result.segments.size(); ++i) {
+    res->result.segments[i].id = int(i);
+    res->result.text += res->result.segments[i].text;
+  }
+  e.committed_samples = duration_samples;
+  e.final = res;
+  e.state = "completed";
+  waiters.swap(e.waiters);
+  std::error_code ec;
+  fs::remove(e.audio_path(), ec);  // the transcript is all that is kept
+  try {
+    persist(e);
+  } catch (const std::exception& ex) {
+    std::cerr << ex.what() << std::endl;
+  }
+  return res;
+}
+
 void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, int64_t n,
-                                bool final, const TranscribeResult* r, std::exception_ptr ep) {
+                                JobKind kind, uint64_t bytes, const TranscribeResult* r,
+                                std::exception_ptr ep) {
   std::vector<SessionDone> waiters;
   std::shared_ptr<const SessionResult> result;
+  const bool final = kind == JobKind::final;
   {
     std::lock_guard lock(mu_);
     --jobs_in_flight_;
@@ -653,6 +751,10 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
       } else {
         try {
           std::rethrow_exception(ep);
+        } catch (const Error& ex) {
+          if (ex.kind() != ErrorKind::cancelled)  // cancelled: a close stopped a tail pass
+            std::cerr << "[sessions] " << e->id
+                      << ": transcription during capture failed: " << ex.what() << std::endl;
         } catch (const std::exception& ex) {
           std::cerr << "[sessions] " << e->id
                     << ": transcription during capture failed: " << ex.what() << std::endl;
@@ -660,13 +762,9 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
       }
     } else {
       if (e->language.empty()) e->language = r->language;
-      // A capture job decoded whole windows only: all of them are committed.
-      const int64_t commit_frames = final ? n / kHop + 1 : r->next_seek;
       const int64_t offset_frames = start / kHop;
       const double offset_s = double(start) / kRate;
-      for (const Segment& s0 : r->segments) {
-        if (s0.seek >= commit_frames) continue;
-        Segment s = s0;
+      const auto shifted = [&](Segment s) {
         s.seek += int(offset_frames);
         s.start += offset_s;
         s.end += offset_s;
@@ -674,37 +772,62 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
           w.start += offset_s;
           w.end += offset_s;
         }
-        e->committed.push_back(std::move(s));
+        return s;
+      };
+      const auto commit = [&](const Segment& s0) {
+        e->committed.push_back(shifted(s0));
         // The seek loop drops the prompt after a window decoded above temperature 0.5.
         if (e->committed.back().temperature > 0.5f) e->prompt_from = e->committed.size();
-      }
-      if (final) {
-        auto res = std::make_shared<SessionResult>();
-        res->config = e->config;
-        res->duration = double(start + n) / kRate;
-        res->result.language = e->language;
-        res->result.segments = e->committed;
-        for (size_t i = 0; i < res->result.segments.size(); ++i) {
-          res->result.segments[i].id = int(i);
-          res->result.text += res->result.segments[i].text;
+      };
+      if (kind == JobKind::tail) {
+        // Commit the segments this pass and the last agree on (by their words, case and
+        // punctuation aside), up to one that is this pass's last or ends too near the end
+        // of the audio; the rest waits for the next pass. The seek moves to the end of the
+        // last one committed: a timestamp the model put between two segments, where the
+        // offline loop cuts its windows too.
+        const auto& cur = r->segments;
+        const double end_s = double(n) / kRate - options_.agree_guard_s;
+        size_t k = 0;
+        while (k + 1 < cur.size() && k < e->hypothesis.size() && cur[k].end <= end_s &&
+               agreement_text(cur[k].text) == agreement_text(e->hypothesis[k].text))
+          ++k;
+        const int64_t seek_frames = k > 0 ? std::lround(double(cur[k - 1].end) * 100.0) : 0;
+        if (seek_frames <= 0 || seek_frames * kHop > n) k = 0;  // never backwards or past
+        for (size_t i = 0; i < k; ++i) commit(cur[i]);
+        if (k > 0) e->committed_samples = start + seek_frames * kHop;
+        e->hypothesis.clear();
+        for (size_t i = k; i < cur.size(); ++i) e->hypothesis.push_back(shifted(cur[i]));
+        e->hypothesis_bytes = bytes;
+        e->hypothesis_samples = start + n;
+        if (e->state == "closing" && bytes == e->bytes) {
+          result = finish(*e, start + n, waiters);  // the pass covered every byte
+        } else if (k > 0) {
+          try {
+            persist(*e);
+          } catch (const std::exception& ex) {
+            std::cerr << ex.what() << std::endl;
+          }
         }
-        e->committed_samples = start + n;
-        e->final = res;
-        e->state = "completed";
-        result = res;
-        waiters.swap(e->waiters);
-        std::error_code ec;
-        fs::remove(e->audio_path(), ec);  // the transcript is all that is kept
-      } else if (commit_frames > 0) {
-        e->committed_samples = start + commit_frames * kHop;
-      }
-      try {
-        persist(*e);
-      } catch (const std::exception& ex) {
-        std::cerr << ex.what() << std::endl;
+      } else {
+        // A capture job decoded whole windows only: all of them are committed.
+        const int64_t commit_frames = final ? n / kHop + 1 : r->next_seek;
+        for (const Segment& s0 : r->segments)
+          if (s0.seek < commit_frames) commit(s0);
+        e->hypothesis.clear();  // a later seek: the next tail pass starts afresh
+        e->hypothesis_bytes = 0;
+        if (final) {
+          result = finish(*e, start + n, waiters);
+        } else {
+          if (commit_frames > 0) e->committed_samples = start + commit_frames * kHop;
+          try {
+            persist(*e);
+          } catch (const std::exception& ex) {
+            std::cerr << ex.what() << std::endl;
+          }
+        }
       }
     }
-    if (!final && stopping_ && !e->waiters.empty()) {  // no background thread to close it
+    if (!final && !result && stopping_ && !e->waiters.empty()) {  // no background thread
       waiters.swap(e->waiters);
       e->state = "open";
       ep = std::make_exception_ptr(Error(ErrorKind::cancelled, kShuttingDown));

@@ -20,6 +20,18 @@
 // loop's next window would. Closing
 // transcribes what is left the same way, so the final transcript is the offline one's
 // windows, cut at the same places (see docs/SERVER.md for what can still differ).
+//
+// With SessionCommit::agreed (opt-in) the audio past the seek is also transcribed
+// while it is shorter than a window: a "tail pass" over [seek, end of what arrived) every
+// agree_step_s of new audio, its windows encoded over a fitted context
+// (TranscribeOptions::fit_audio_ctx). A tail pass's segments that the previous pass gave
+// with the same words (case and punctuation aside), that are not its last segment and that
+// end agree_guard_s before the audio does, are committed, and the seek moves to the last
+// one's end (whisper_streaming's local agreement, by segments). The close then has only
+// what follows the last agreed segment to transcribe; when the last tail pass already
+// read every byte, its segments are the rest of the transcript and the close answers at
+// once (a close stops a running tail pass that has not read every byte). Windows are then
+// cut at other places than the offline seek loop's, so the text can differ from it a little.
 #pragma once
 
 #include <chrono>
@@ -49,6 +61,16 @@ enum class SessionInput {
   f32,        // raw little-endian float32 mono samples at sample_rate
 };
 
+// What a session commits while audio still arrives (see the top of this file).
+enum class SessionCommit {
+  windows,  // whole 30 s windows only: the final transcript is the offline seek loop's
+  agreed,   // also the segments two tail passes agree on: the close has seconds left
+};
+
+// "windows" or "agreed"; the parse throws invalid_argument for anything else.
+const char* commit_name(SessionCommit c);
+SessionCommit commit_from_name(const std::string& s);
+
 // What the client chose when creating the session.
 struct SessionConfig {
   std::string model;  // the model name the client gave (echoed back)
@@ -57,8 +79,9 @@ struct SessionConfig {
   float temperature = 0;                 // 0: the fallback ladder, as /v1/audio/transcriptions
   std::string response_format = "json";  // the close's default
   SessionInput input = SessionInput::container;
-  int sample_rate = 16000;  // raw PCM's rate, Hz
-  std::string filename;     // container: a name whose extension hints the format
+  int sample_rate = 16000;              // raw PCM's rate, Hz
+  std::string filename;                 // container: a name whose extension hints the format
+  std::optional<SessionCommit> commit;  // unset: AudioSessionsOptions::commit
 };
 
 struct AudioSessionsOptions {
@@ -69,6 +92,14 @@ struct AudioSessionsOptions {
   // Audio past the committed seek, seconds, before a job transcribes during capture (its
   // whole windows only): one window of 30 s. The close then has less than a window left.
   double capture_step_s = 30;
+  // A session's default (parley serve --session-commit).
+  SessionCommit commit = SessionCommit::windows;
+  // SessionCommit::agreed: new audio, seconds, since the last tail pass before another
+  // runs; audio past the seek before the first; how far before the end of the audio a
+  // committed segment must end.
+  double agree_step_s = 2;
+  double agree_min_s = 1;
+  double agree_guard_s = 0.5;
 };
 
 struct SessionStatus {
@@ -127,9 +158,15 @@ class AudioSessions {
   void load_dir();
   void run_background();
   void schedule(const std::shared_ptr<Entry>& e);
-  void submit_job(const std::shared_ptr<Entry>& e, std::vector<float> samples, bool final);
+  enum class JobKind { windows, tail, final };
+  void submit_job(const std::shared_ptr<Entry>& e, std::vector<float> samples, JobKind kind,
+                  uint64_t bytes);
   void on_job_done(const std::shared_ptr<Entry>& e, int64_t start_sample, int64_t n_samples,
-                   bool final, const TranscribeResult* r, std::exception_ptr ep);
+                   JobKind kind, uint64_t bytes, const TranscribeResult* r, std::exception_ptr ep);
+  // Makes the committed segments the final transcript of `duration_samples` of audio and
+  // takes the waiters; mu_ held.
+  std::shared_ptr<const SessionResult> finish(Entry& e, int64_t duration_samples,
+                                              std::vector<SessionDone>& waiters);
   void persist(const Entry& e) const;                  // writes meta.json atomically; mu_ held
   std::shared_ptr<Entry> find(const std::string& id);  // throws not_found; mu_ held
   SessionStatus status_of(const Entry& e) const;       // mu_ held

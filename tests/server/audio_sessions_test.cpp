@@ -55,6 +55,7 @@ class AudioSessionsTest : public ::testing::Test {
     AudioSessionsOptions o;
     o.dir = dir_.string();
     o.capture_step_s = 1e9;  // no transcription during capture here
+    o.agree_min_s = 1e9;
     return o;
   }
   static SessionConfig pcm() {
@@ -72,10 +73,14 @@ class AudioSessionsTest : public ::testing::Test {
 };
 
 TEST_F(AudioSessionsTest, SpoolSurvivesARestartAndCorruptFoldersAreSkipped) {
-  std::string id;
+  std::string id, agreed_id;
   {
     AudioSessions a(options(), *service_);
     id = a.create(pcm()).id;
+    EXPECT_EQ(a.status(id).config.commit, SessionCommit::windows);  // the server's default
+    SessionConfig w = pcm();
+    w.commit = SessionCommit::agreed;
+    agreed_id = a.create(w).id;
     a.append(id, chunk(1000));
     EXPECT_EQ(a.append(id, chunk(601)).bytes_received, 1601u);
   }
@@ -87,13 +92,15 @@ TEST_F(AudioSessionsTest, SpoolSurvivesARestartAndCorruptFoldersAreSkipped) {
   std::ofstream(dir_ / "sess_garbage" / "meta.json") << "\x01\x02 not json";
 
   AudioSessions b(options(), *service_);
-  EXPECT_EQ(b.reloaded(), 1);
+  EXPECT_EQ(b.reloaded(), 2);
   EXPECT_EQ(b.skipped(), 3);
   const SessionStatus s = b.status(id);
   EXPECT_EQ(s.bytes_received, 1601u);
   EXPECT_EQ(s.state, "open");
   EXPECT_EQ(s.config.input, SessionInput::pcm16);
   EXPECT_EQ(s.config.prompt.value_or(""), "Hello.");
+  EXPECT_EQ(s.config.commit, SessionCommit::windows);
+  EXPECT_EQ(b.status(agreed_id).config.commit, SessionCommit::agreed);
   EXPECT_EQ(b.append(id, chunk(9)).bytes_received, 1610u);
   EXPECT_EQ(fs::file_size(dir_ / id / "audio.bin"), 1610u);
 }

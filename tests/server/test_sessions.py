@@ -1,8 +1,9 @@
 """/v1/audio/sessions end to end against `parley serve` with the real tiny.en: audio appended
 in chunks faster than real time, windows transcribed during capture (the partial transcript
-grows before the close), the final transcript equal to transcribing the whole file at once,
-a server killed mid-session and restarted on the same spool, corrupt spool folders, limits,
-idle expiry and bad input."""
+grows before the close), with `commit: windows` (the default) the final transcript equal to
+transcribing the whole file at once, with `commit: agreed` segments committed before any
+window is whole and never taken back, a server killed mid-session and restarted on the same
+spool, corrupt spool folders, limits, idle expiry and bad input."""
 import json
 import os
 import subprocess
@@ -94,7 +95,7 @@ def chunks(data, size):
 
 def test_jfk_wav_in_chunks_equals_one_request_and_the_cli(server, tmp_path):
     path = audio("jfk.wav")
-    sid = create(server, model="whisper-1", filename="jfk.wav")
+    sid = create(server, model="whisper-1", filename="jfk.wav", commit="windows")
     with open(path, "rb") as f:
         data = f.read()
     for c in chunks(data, 16384):  # a WAV container arriving in pieces
@@ -130,7 +131,8 @@ def test_long_pcm_transcribed_during_capture(server):
     transcript equals the one-request transcript of the file."""
     path = audio("silero_test.wav")
     data, rate = pcm16(path)
-    sid = create(server, input_format="pcm16", sample_rate=rate, response_format="json")
+    sid = create(server, input_format="pcm16", sample_rate=rate, response_format="json",
+                 commit="windows")
     second = 2 * rate
     first = data[:46 * second]
     for c in chunks(first, second):
@@ -154,9 +156,57 @@ def test_long_pcm_transcribed_during_capture(server):
     assert got == want
 
 
+def word_errors(got, want):
+    """Word-level edit distance between two transcripts (after normalized)."""
+    a, b = normalized(got).split(), normalized(want).split()
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def test_agreed_segments_committed_before_a_whole_window(server):
+    """`commit: agreed`: 60 s of pcm16 at about 4x real time. Segments two tail
+    passes agree on are committed before 30 s of audio is past the seek, the committed text
+    only ever grows (each poll's is a prefix of the next and of the final transcript), the
+    close leaves only the audio after the last agreed segment, and the transcript is the
+    offline one's words within a few."""
+    path = audio("silero_test.wav")
+    data, rate = pcm16(path)
+    assert get(server, create(server))["commit"] == "windows"  # the server's default
+    sid = create(server, input_format="pcm16", sample_rate=rate, commit="agreed")
+    assert get(server, sid)["commit"] == "agreed"
+    second = 2 * rate
+    seen = []
+    for i, c in enumerate(chunks(data, second)):
+        doc = append(server, sid, c)
+        seen.append((i + 1, doc["seconds_transcribed"], doc["text"]))
+        time.sleep(0.25)
+    early = [(t, s) for t, s, _ in seen if 0 < s and t < 30]
+    assert early, seen  # committed while less than one window had arrived
+    for (_, _, a), (_, _, b) in zip(seen, seen[1:]):
+        assert b.startswith(a), (a, b)
+    last = seen[-1]
+    status, body = close(server, sid, "verbose_json")
+    assert status == 200, body
+    got = json.loads(body)
+    assert got["text"].startswith(last[2])
+    assert got["duration"] == pytest.approx(len(data) / 2 / rate, abs=0.01)
+    starts = [s["start"] for s in got["segments"]]
+    assert starts == sorted(starts) and starts[-1] < got["duration"]
+    want = json.loads(offline(server, path))["text"]
+    errors = word_errors(got["text"], want)
+    print(f"committed during capture: {last[1]:.2f} of {len(data) / 2 / rate:.1f} s; "
+          f"{errors} word errors against offline's {len(normalized(want).split())} words")
+    assert errors <= 0.1 * len(normalized(want).split()), (got["text"], want)
+    assert get(server, sid)["status"] == "completed"
+
+
 def test_mp3_container_in_chunks(server):
     path = audio("jfk.mp3")
-    sid = create(server, filename="jfk.mp3", response_format="text")
+    sid = create(server, filename="jfk.mp3", response_format="text", commit="windows")
     with open(path, "rb") as f:
         data = f.read()
     for c in chunks(data, 4000):
@@ -176,7 +226,7 @@ def test_restart_mid_session_loses_nothing(spool):
     second = 2 * rate
     a = Server("--sessions-dir", d, "--vad", "off")
     try:
-        sid = create(a, input_format="pcm16", sample_rate=rate)
+        sid = create(a, input_format="pcm16", sample_rate=rate, commit="windows")
         for c in chunks(data[:46 * second], second):
             append(a, sid, c)
         before = wait_until(lambda: (x := get(a, sid))["seconds_transcribed"] > 0 and x)
@@ -247,6 +297,7 @@ def test_limits_and_expiry(spool):
     ({"response_format": "xml"}, "response_format"),
     ({"temperature": 3}, "temperature"),
     ({"langauge": "en"}, "langauge"),
+    ({"commit": "sentences"}, "commit"),
 ])
 def test_bad_create_fields(server, fields, param):
     status, data = call(server, "POST", SESSIONS, json.dumps(fields), "application/json")
