@@ -322,13 +322,18 @@ ENGINE_COUNTERS = ["windows", "fitted_windows", "batch_encodes", "batch_steps",
                    "decode_seconds", "fallback_seconds", "start_seconds"]
 
 
-def engine_counters(server):
-    """The Whisper engine's counters from /metrics (parley_whisper_<name>_total)."""
+def metrics_lines(server):
+    """GET /metrics: its lines."""
     status, body = server.request("GET", "/metrics", timeout=30)
     if status != 200:
         raise RuntimeError(f"GET /metrics answered {status}")
+    return body.decode().splitlines()
+
+
+def engine_counters(lines):
+    """The Whisper engine's counters from /metrics lines (parley_whisper_<name>_total)."""
     out = {}
-    for line in body.decode().splitlines():
+    for line in lines:
         for name in ENGINE_COUNTERS:
             if line.startswith(f"parley_whisper_{name}_total "):
                 out[name] = float(line.split()[1])
@@ -338,14 +343,11 @@ def engine_counters(server):
 TURN_HISTOGRAM = "parley_realtime_commit_to_completed_seconds"
 
 
-def server_turns(server):
-    """The server's own commit -> completed histogram from /metrics: ({upper bound: cumulative
-    count}, sum, count)."""
-    status, body = server.request("GET", "/metrics", timeout=30)
-    if status != 200:
-        raise RuntimeError(f"GET /metrics answered {status}")
+def server_turns(lines):
+    """The server's own commit -> completed histogram from /metrics lines: ({upper bound:
+    cumulative count}, sum, count)."""
     buckets, total, count = {}, 0.0, 0.0
-    for line in body.decode().splitlines():
+    for line in lines:
         if line.startswith(TURN_HISTOGRAM + "_bucket{le=\""):
             le = line.split('"')[1]
             buckets[float("inf") if le == "+Inf" else float(le)] = float(line.split()[1])
@@ -375,8 +377,8 @@ def realtime(server, args, pcm16, clips):
     pcm24, _ = audioop.ratecv(pcm16, 2, 1, RATE, 24000, None)
     seconds = args.seconds or len(pcm16) / 2 / RATE
     for n in args.streams:
-        before = engine_counters(server)
-        turns_before = server_turns(server)
+        lines = metrics_lines(server)
+        before, turns_before = engine_counters(lines), server_turns(lines)
         rng = random.Random(n)
         delays = [rng.uniform(0, args.stagger) for _ in range(n)]
         procs = max(1, min(args.procs, n))
@@ -398,14 +400,15 @@ def realtime(server, args, pcm16, clips):
                     first.append(1000 * (d[0] - it["started"]))
                 gaps += [1000 * (b - a) for a, b in zip(d, d[1:])]
         items = sum(len(r["items"]) for r in results)
-        after = engine_counters(server)
+        lines = metrics_lines(server)
+        after = engine_counters(lines)
         engine = {k: after[k] - before[k] for k in after}
         print(json.dumps({
             "bench": "realtime", "streams": n, "seconds": round(seconds, 1), "speed": args.speed,
             "turns": "manual" if args.manual else "server_vad", "wall_s": round(wall, 1),
             "items": items, "completed": len(latency),
             "commit_to_completed_ms": summary(latency),
-            "server_commit_to_completed": server_turn_summary(turns_before, server_turns(server)),
+            "server_commit_to_completed": server_turn_summary(turns_before, server_turns(lines)),
             "interim_gap_ms": summary(gaps), "first_delta_after_speech_ms": summary(first),
             "client_late_max_s": round(max(late), 3) if late else 0.0,
             "errors": len(errors), "first_errors": errors[:3], "engine": engine,

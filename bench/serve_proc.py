@@ -26,10 +26,18 @@ class ParleyServe:
             self.proc.kill()
             raise RuntimeError("parley serve did not start:\n" + "".join(self.lines))
         self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
-        log = os.environ.get("PARLEY_SERVE_LOG")  # a file for the server's output, else dropped
-        sink = open(log, "a") if log else None
-        threading.Thread(target=lambda: [sink and sink.write(x) for x in self.proc.stdout],
+        threading.Thread(target=self._drain, args=(os.environ.get("PARLEY_SERVE_LOG"),),
                          daemon=True).start()
+
+    def _drain(self, log):
+        """Reads the server's output to its end, into the file `log` names (else dropped)."""
+        if not log:
+            for _ in self.proc.stdout:
+                pass
+            return
+        with open(log, "a") as sink:
+            for line in self.proc.stdout:
+                sink.write(line)
 
     def request(self, method, path, body=None, headers=None, timeout=600):
         """(status, body bytes) of one HTTP request."""

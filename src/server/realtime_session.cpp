@@ -686,9 +686,10 @@ void RealtimeSession::on_final(const std::string& item_id, const TranscribeResul
                {"transcript", transcript},
                {"usage", {{"type", "duration"}, {"seconds", item.seconds}}}};
   if (config_.logprobs) done["logprobs"] = json::parse(logprobs_json(*r));
-  send(std::move(done));
+  // Counted as the event is queued, before a client could read /metrics after it.
   ctx_.service.record_live_turn(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - item.committed_at).count());
+  send(std::move(done));
 }
 
 }  // namespace parley::server

@@ -234,9 +234,8 @@ struct AudioSessions::Entry {
   int64_t last_tail_samples = 0;
   std::string language;
   bool job_running = false;
-  bool final_job = false;  // the running job is the close's
-  bool tail_job = false;   // the running job is a tail pass (SessionCommit::agreed)
-  uint64_t job_bytes = 0;  // the spooled bytes the running job read
+  JobKind job_kind = JobKind::windows;  // the running job's
+  uint64_t job_bytes = 0;               // the spooled bytes the running job read
 
   bool agreed() const { return config.commit == SessionCommit::agreed; }
   std::shared_ptr<TranscriptionJob> job;
@@ -280,7 +279,7 @@ void AudioSessions::stop() {
     if (stopping_) return;
     stopping_ = true;
     for (auto& [id, e] : sessions_) {
-      if (e->state == "closing" && !(e->job_running && e->final_job)) {
+      if (e->state == "closing" && !(e->job_running && e->job_kind == JobKind::final)) {
         for (auto& w : e->waiters) failed.push_back(std::move(w));
         e->waiters.clear();
         e->state = "open";
@@ -360,6 +359,14 @@ void AudioSessions::load_dir() {
   if (reloaded_ || skipped_) {
     std::cerr << "[sessions] " << options_.dir << ": " << reloaded_ << " session(s) reloaded, "
               << skipped_ << " skipped" << std::endl;
+  }
+}
+
+void AudioSessions::persist_or_log(const Entry& e) const {
+  try {
+    persist(e);
+  } catch (const std::exception& ex) {
+    std::cerr << ex.what() << std::endl;
   }
 }
 
@@ -510,7 +517,7 @@ void AudioSessions::close(const std::string& id, SessionDone done) {
       e->state = "closing";
       // A tail pass that has not read every byte is not the transcript's end: stop it, so
       // that the close's own pass starts sooner. One that has is (on_job_done).
-      if (e->job_running && e->tail_job && e->job && e->job_bytes != e->bytes)
+      if (e->job_running && e->job_kind == JobKind::tail && e->job && e->job_bytes != e->bytes)
         e->job->cancelled = true;
     }
   }
@@ -687,8 +694,7 @@ void AudioSessions::submit_job(const std::shared_ptr<Entry>& e, std::vector<floa
   };
   e->job = job;
   e->job_running = true;
-  e->final_job = kind == JobKind::final;
-  e->tail_job = kind == JobKind::tail;
+  e->job_kind = kind;
   e->job_bytes = bytes;
   ++jobs_in_flight_;
   mu_.unlock();
@@ -723,11 +729,7 @@ std::shared_ptr<const SessionResult> AudioSessions::finish(Entry& e, int64_t dur
   waiters.swap(e.waiters);
   std::error_code ec;
   fs::remove(e.audio_path(), ec);  // the transcript is all that is kept
-  try {
-    persist(e);
-  } catch (const std::exception& ex) {
-    std::cerr << ex.what() << std::endl;
-  }
+  persist_or_log(e);
   return res;
 }
 
@@ -751,13 +753,12 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
       } else {
         try {
           std::rethrow_exception(ep);
-        } catch (const Error& ex) {
-          if (ex.kind() != ErrorKind::cancelled)  // cancelled: a close stopped a tail pass
+        } catch (const std::exception& ex) {
+          const auto* err = dynamic_cast<const Error*>(&ex);
+          if (!err ||
+              err->kind() != ErrorKind::cancelled)  // cancelled: a close stopped a tail pass
             std::cerr << "[sessions] " << e->id
                       << ": transcription during capture failed: " << ex.what() << std::endl;
-        } catch (const std::exception& ex) {
-          std::cerr << "[sessions] " << e->id
-                    << ": transcription during capture failed: " << ex.what() << std::endl;
         }
       }
     } else {
@@ -802,11 +803,7 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
         if (e->state == "closing" && bytes == e->bytes) {
           result = finish(*e, start + n, waiters);  // the pass covered every byte
         } else if (k > 0) {
-          try {
-            persist(*e);
-          } catch (const std::exception& ex) {
-            std::cerr << ex.what() << std::endl;
-          }
+          persist_or_log(*e);
         }
       } else {
         // A capture job decoded whole windows only: all of them are committed.
@@ -819,11 +816,7 @@ void AudioSessions::on_job_done(const std::shared_ptr<Entry>& e, int64_t start, 
           result = finish(*e, start + n, waiters);
         } else {
           if (commit_frames > 0) e->committed_samples = start + commit_frames * kHop;
-          try {
-            persist(*e);
-          } catch (const std::exception& ex) {
-            std::cerr << ex.what() << std::endl;
-          }
+          persist_or_log(*e);
         }
       }
     }

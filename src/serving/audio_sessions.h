@@ -168,6 +168,7 @@ class AudioSessions {
   std::shared_ptr<const SessionResult> finish(Entry& e, int64_t duration_samples,
                                               std::vector<SessionDone>& waiters);
   void persist(const Entry& e) const;                  // writes meta.json atomically; mu_ held
+  void persist_or_log(const Entry& e) const;           // persist; a failure is logged, not thrown
   std::shared_ptr<Entry> find(const std::string& id);  // throws not_found; mu_ held
   SessionStatus status_of(const Entry& e) const;       // mu_ held
   void drop(const std::shared_ptr<Entry>& e);          // deletes the spool; mu_ held

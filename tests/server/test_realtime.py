@@ -348,6 +348,7 @@ def test_three_concurrent_sessions_share_the_engine(rt):
     pcm = jfk_pcm(24000)
     before = rt.metrics()
     results = [None] * 3
+    completions = [0] * 3
 
     def one(i):
         with connect(rt) as conn:
@@ -365,6 +366,7 @@ def test_three_concurrent_sessions_share_the_engine(rt):
             done = {e.item_id: e.transcript for e in
                     ev.of("conversation.item.input_audio_transcription.completed")}
             results[i] = " ".join(done[c.item_id] for c in ev.of("input_audio_buffer.committed"))
+            completions[i] = len(done)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
     for t in threads:
@@ -381,12 +383,12 @@ def test_three_concurrent_sessions_share_the_engine(rt):
     assert windows > calls > 0, (windows, calls)  # some encoder calls served several streams
     # --live-audio-ctx fit (the default): the turns' windows were encoded over 15 s
     assert after["parley_whisper_fitted_windows_total"] > before["parley_whisper_fitted_windows_total"]
-    # Every completed turn's commit -> completed is in the histogram, within its sum.
+    # Every completed turn's commit -> completed is in the histogram once, within its sum.
     h = "parley_realtime_commit_to_completed_seconds"
     turns = after[h + "_count"] - before[h + "_count"]
-    assert turns >= 3 and after[h + '_bucket{le="+Inf"}'] == after[h + "_count"], (turns, after)
+    assert turns == sum(completions) >= 3, (turns, completions)
+    assert after[h + '_bucket{le="+Inf"}'] == after[h + "_count"], after
     assert 0 < after[h + "_sum"] - before[h + "_sum"] < 60 * turns
-    assert after[h + '_bucket{le="5"}'] <= after[h + "_count"]
 
 
 def test_live_audio_ctx(rt, make_server):
